@@ -1,0 +1,86 @@
+# specdec_lite: build, test and book pipeline.
+#   make test   - ruff, library tests, notebook regression tests (nbval)
+#   make book   - build the Jupyter Book (offline) into _build/html
+# Every tool comes from .venv, which `make venv` builds from requirements.txt.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+# Kernels: make Jupyter find the venv's "python3" kernelspec before any user-level one,
+# so notebooks always execute with the venv's interpreter. Fixed hash seed for determinism.
+export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
+export JUPYTER_PLATFORM_DIRS := 1
+export PYTHONHASHSEED := 0
+export MPLBACKEND := Agg
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+BOOK_FLAGS := -W -n --keep-going
+
+.PHONY: venv test lint pytest nbval book book-student notebooks lab screenshots vendor clean distclean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip check
+	touch $@
+
+test: lint pytest nbval
+
+lint: venv
+	$(BIN)/ruff check .
+
+pytest: venv
+	$(BIN)/pytest -q tests
+
+# Strict nbval: every committed output must equal a fresh run (up to nbval_sanitize.cfg;
+# cells tagged `nbval-ignore-output` are run but not compared, `nbval-skip` are not run).
+nbval: venv
+ifeq ($(NOTEBOOKS),)
+	@echo "nbval: no notebooks/*.ipynb yet, nothing to check"
+else
+	$(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+	    --nbval-sanitize-with nbval_sanitize.cfg $(NOTEBOOKS)
+endif
+
+book: venv
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+# The same book with exercise solutions removed (sphinx-exercise hide_solutions).
+book-student: venv
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config _config_student.yml \
+	    --path-output _build/student
+	@echo "Student book: $(CURDIR)/_build/student/_build/html/index.html"
+
+# Re-execute every notebook in place so committed outputs equal a fresh execution.
+notebooks: venv
+ifeq ($(NOTEBOOKS),)
+	@echo "no notebooks/*.ipynb yet"
+else
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 \
+	    $(NOTEBOOKS)
+endif
+
+lab: venv
+	$(BIN)/jupyter lab notebooks/
+
+screenshots: book
+	bash scripts/screenshots.sh _build/html screenshots
+
+# Re-download the pinned offline assets in book/vendor (needs npm and the npm registry).
+vendor:
+	bash scripts/vendor_assets.sh
+
+clean:
+	rm -rf _build .jupyter_cache .pytest_cache .ruff_cache screenshots
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info
