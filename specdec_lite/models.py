@@ -1,0 +1,184 @@
+"""Small exact models that satisfy the model contract.
+
+A *model* is any object with ``vocab_size: int`` and ``probs(tokens)``
+returning an array ``[len(tokens), vocab_size]`` whose row i is the next-token
+distribution after ``tokens[: i + 1]``. One ``probs`` call is one forward pass.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .distributions import check_probs
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The model contract used by every decoder in the library."""
+
+    vocab_size: int
+
+    def probs(self, tokens: np.ndarray) -> np.ndarray: ...
+
+
+def check_tokens(tokens: object, vocab_size: int, name: str = "tokens") -> np.ndarray:
+    """Return ``tokens`` as a 1-D int64 array, or raise if any id is outside [0, vocab_size)."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of token ids, got shape {arr.shape}")
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must contain integer token ids, got dtype {arr.dtype}")
+    if arr.min() < 0 or arr.max() >= vocab_size:
+        bad = int(arr[(arr < 0) | (arr >= vocab_size)][0])
+        raise ValueError(f"{name} contains id {bad}, outside [0, {vocab_size})")
+    return arr.astype(np.int64)
+
+
+def _check_vocab_size(vocab_size: int) -> int:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be an int >= 1, got {vocab_size!r}")
+    return int(vocab_size)
+
+
+class TableModel:
+    """A context-free model: every position has the same distribution ``table`` [V]."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = check_probs(table, "table")  # [V]
+        if self.table.ndim != 1:
+            raise ValueError(f"table must be 1-D, got shape {self.table.shape}")
+        self.vocab_size = self.table.shape[0]
+
+    def probs(self, tokens: np.ndarray) -> np.ndarray:
+        tokens = check_tokens(tokens, self.vocab_size)
+        return np.broadcast_to(self.table, (len(tokens), self.vocab_size)).copy()  # [n, V]
+
+
+class MarkovModel:
+    """A first-order model: the row after token t is ``transition[t]``; ``transition`` is [V, V]."""
+
+    def __init__(self, transition: np.ndarray) -> None:
+        self.transition = check_probs(transition, "transition")  # [V, V]
+        if self.transition.ndim != 2 or self.transition.shape[0] != self.transition.shape[1]:
+            raise ValueError(f"transition must be square [V, V], got shape {self.transition.shape}")
+        self.vocab_size = self.transition.shape[0]
+
+    def probs(self, tokens: np.ndarray) -> np.ndarray:
+        tokens = check_tokens(tokens, self.vocab_size)
+        return self.transition[tokens]  # [n, V]
+
+
+class NGramModel:
+    """A character n-gram model with Witten–Bell interpolation or add-k smoothing.
+
+    ``order`` is n: the model conditions on the last n − 1 tokens.
+
+    * ``smoothing="witten-bell"`` (default) interpolates every order down to a
+      uniform distribution: P_n(x | h) = (c(h, x) + u(h)·P_{n−1}(x | h')) / (c(h) + u(h)),
+      where u(h) is the number of distinct tokens seen after h and h' drops the
+      oldest token of h. Unseen contexts fall back to the lower order.
+    * ``smoothing="add-k"`` uses only the full order: (c(h, x) + k) / (c(h) + k·V).
+
+    Near the start of a sequence, where fewer than n − 1 tokens exist, the
+    longest available context is used.
+    """
+
+    def __init__(
+        self, order: int, vocab_size: int, smoothing: str = "witten-bell", add_k: float = 0.1
+    ) -> None:
+        if isinstance(order, bool) or not isinstance(order, numbers.Integral) or order < 1:
+            raise ValueError(f"order must be an int >= 1, got {order!r}")
+        self.vocab_size = _check_vocab_size(vocab_size)
+        if self.vocab_size ** (order - 1) * self.vocab_size >= 2**62:
+            raise ValueError(f"order={order} is too large for vocab_size={vocab_size}")
+        if smoothing not in ("witten-bell", "add-k"):
+            raise ValueError(f"smoothing must be 'witten-bell' or 'add-k', got {smoothing!r}")
+        if not (isinstance(add_k, numbers.Real) and np.isfinite(add_k) and add_k > 0):
+            raise ValueError(f"add_k must be a positive number, got {add_k!r}")
+        self.order = int(order)
+        self.smoothing = smoothing
+        self.add_k = float(add_k)
+        # Per context length m = 0..order-1: sorted (context, next) keys with counts,
+        # and sorted context keys with their totals and distinct-continuation counts.
+        self._pair_keys: list[np.ndarray] = []
+        self._pair_counts: list[np.ndarray] = []
+        self._ctx_keys: list[np.ndarray] = []
+        self._ctx_totals: list[np.ndarray] = []
+        self._ctx_types: list[np.ndarray] = []
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self._pair_keys)
+
+    def fit(self, token_ids: np.ndarray) -> NGramModel:
+        """Count every (context, next token) pair of every order in ``token_ids``."""
+        ids = check_tokens(token_ids, self.vocab_size, name="token_ids")
+        if ids.size < 2:
+            raise ValueError("token_ids must contain at least 2 tokens to fit an n-gram model")
+        V = self.vocab_size
+        self._pair_keys, self._pair_counts = [], []
+        self._ctx_keys, self._ctx_totals, self._ctx_types = [], [], []
+        for m in range(self.order):  # context length
+            n_pairs = ids.size - m
+            ctx = np.zeros(n_pairs, dtype=np.int64)  # [n_pairs]
+            for j in range(m):
+                ctx = ctx * V + ids[j : j + n_pairs]
+            pairs = ctx * V + ids[m : m + n_pairs]
+            keys, counts = np.unique(pairs, return_counts=True)
+            ctx_of_key = keys // V
+            ctx_keys, first, types = np.unique(ctx_of_key, return_index=True, return_counts=True)
+            totals = np.add.reduceat(counts, first)
+            self._pair_keys.append(keys)
+            self._pair_counts.append(counts.astype(np.float64))
+            self._ctx_keys.append(ctx_keys)
+            self._ctx_totals.append(totals.astype(np.float64))
+            self._ctx_types.append(types.astype(np.float64))
+        return self
+
+    def _lookup(self, sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(sorted_keys, query)
+        pos = np.minimum(pos, sorted_keys.size - 1)
+        return np.where(sorted_keys[pos] == query, values[pos], 0.0)
+
+    def probs(self, tokens: np.ndarray) -> np.ndarray:
+        if not self.fitted:
+            raise ValueError("NGramModel.probs called before fit")
+        tokens = check_tokens(tokens, self.vocab_size)
+        V, n = self.vocab_size, len(tokens)
+        vocab = np.arange(V, dtype=np.int64)
+        out = np.full((n, V), 1.0 / V)  # [n, V], the order-0 (uniform) estimate
+        ctx = np.zeros(n, dtype=np.int64)  # [n] key of the last m tokens at each position
+        lengths = np.arange(1, n + 1)  # tokens available at position i
+        m_values = range(self.order) if self.smoothing == "witten-bell" else [self.order - 1]
+        if self.smoothing == "add-k":
+            m = self.order - 1
+            for j in range(m):
+                shifted = np.zeros(n, dtype=np.int64)
+                shifted[m - 1 - j :] = tokens[: n - (m - 1 - j)] if m - 1 - j > 0 else tokens
+                ctx = ctx * V + shifted
+        for m in m_values:
+            if self.smoothing == "witten-bell" and m > 0:
+                # extend each context by the token m positions back: key = prev_token·V^(m-1) + ctx
+                prev = np.zeros(n, dtype=np.int64)
+                prev[m - 1 :] = tokens[: n - m + 1]
+                ctx = prev * V ** (m - 1) + ctx
+            valid = lengths >= m  # [n] enough history for this order
+            pair_counts = self._lookup(
+                self._pair_keys[m], self._pair_counts[m], (ctx[:, None] * V + vocab[None, :]).ravel()
+            ).reshape(n, V)
+            total = self._lookup(self._ctx_keys[m], self._ctx_totals[m], ctx)  # [n]
+            if self.smoothing == "add-k":
+                est = (pair_counts + self.add_k) / (total[:, None] + self.add_k * V)
+                out = np.where(valid[:, None], est, out)
+                continue
+            types = self._lookup(self._ctx_keys[m], self._ctx_types[m], ctx)  # [n]
+            seen = valid & (total > 0)
+            denom = np.where(seen, total + types, 1.0)[:, None]
+            est = (pair_counts + types[:, None] * out) / denom
+            out = np.where(seen[:, None], est, out)
+        return out
