@@ -5,7 +5,7 @@ widgets (``specdec_lite.widgets``) and training (``specdec_lite.train``) are
 imported on their own.
 """
 
-from .corpus import load_text
+from .corpus import fit_ngrams, load_text
 from .decode import Generation, Step, generate, speculative_generate
 from .distributions import (
     apply_temperature,
@@ -38,6 +38,7 @@ __all__ = [
     "entropy",
     "expected_speedup",
     "expected_tokens_per_step",
+    "fit_ngrams",
     "generate",
     "load_text",
     "optimal_k",

@@ -13,9 +13,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .corpus import load_text
+from .corpus import fit_ngrams
 from .decode import speculative_generate
-from .models import NGramModel
 from .tokenizer import CharTokenizer
 from .verify import RULES
 
@@ -51,29 +50,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--prompt", required=True, help="text to continue (ASCII characters)")
     gen.add_argument("--k", type=_integer, default=4, help="draft tokens per step (default 4)")
-    gen.add_argument("--max-new-tokens", type=_integer, default=80, help="tokens to generate (default 80)")
-    gen.add_argument("--rule", default="exact", choices=RULES, help="verification rule (default exact)")
-    gen.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0 = greedy (default 1)")
+    gen.add_argument(
+        "--max-new-tokens", type=_integer, default=80, help="tokens to generate (default 80)"
+    )
+    gen.add_argument(
+        "--rule", default="exact", choices=RULES, help="verification rule (default exact)"
+    )
+    gen.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature; 0 = greedy (default 1)",
+    )
     gen.add_argument("--seed", type=_integer, default=0, help="random seed (default 0)")
     gen.add_argument("--theta", type=float, default=None, help="threshold for --rule threshold")
-    gen.add_argument("--eps", type=float, default=None, help="epsilon for --rule typical (default 0.09)")
-    gen.add_argument("--delta", type=float, default=None, help="delta for --rule typical (default 0.3)")
-    gen.add_argument("--target-order", type=_integer, default=5, help="target n-gram order (default 5)")
-    gen.add_argument("--draft-order", type=_integer, default=3, help="draft n-gram order (default 3)")
+    gen.add_argument(
+        "--eps", type=float, default=None, help="epsilon for --rule typical (default 0.09)"
+    )
+    gen.add_argument(
+        "--delta", type=float, default=None, help="delta for --rule typical (default 0.3)"
+    )
+    gen.add_argument(
+        "--target-order", type=_integer, default=5, help="target n-gram order (default 5)"
+    )
+    gen.add_argument(
+        "--draft-order", type=_integer, default=3, help="draft n-gram order (default 3)"
+    )
     return parser
 
 
 def _run_generate(args: argparse.Namespace) -> None:
     tokenizer = CharTokenizer.ascii()
-    prompt = tokenizer.encode(args.prompt)
+    prompt = tokenizer.encode(args.prompt)  # before fitting, so a bad prompt fails fast
     rule_params = {
         name: getattr(args, name)
         for name in ("theta", "eps", "delta")
         if getattr(args, name) is not None
     }
-    corpus = tokenizer.encode(load_text("train"))
-    target = NGramModel(args.target_order, tokenizer.vocab_size).fit(corpus)
-    draft = NGramModel(args.draft_order, tokenizer.vocab_size).fit(corpus)
+    _, target, draft = fit_ngrams(args.target_order, args.draft_order)
     start = time.perf_counter()
     gen = speculative_generate(
         target,
@@ -92,7 +106,9 @@ def _run_generate(args: argparse.Namespace) -> None:
     print(f"rule={args.rule} k={args.k} temperature={args.temperature:g} seed={args.seed}")
     print(f"alpha (acceptance rate)      {gen.acceptance_rate:.3f}")
     print(f"tau (tokens per target call) {gen.mean_tokens_per_step:.3f}")
-    print(f"target calls {gen.target_calls}, draft calls {gen.draft_calls}, tokens {len(gen.tokens)}")
+    print(
+        f"target calls {gen.target_calls}, draft calls {gen.draft_calls}, tokens {len(gen.tokens)}"
+    )
     print(f"wall time {wall * 1000:.1f} ms (decoding only, n-gram fit excluded)")
 
 

@@ -34,3 +34,19 @@ def load_text(split: str = "train") -> str:
     if hashlib.sha256(data).hexdigest() != expected:
         raise ValueError(f"corpus file {name} does not match its sha256 in corpus_manifest.json")
     return data.decode("ascii")
+
+
+def fit_ngrams(target_order: int = 5, draft_order: int = 3) -> tuple:
+    """Fit the book's n-gram target and draft on the training split.
+
+    Returns ``(tokenizer, target, draft)``: ``CharTokenizer.ascii()`` and two
+    Witten–Bell ``NGramModel``s. Takes about a second.
+    """
+    from .models import NGramModel
+    from .tokenizer import CharTokenizer
+
+    tokenizer = CharTokenizer.ascii()
+    ids = tokenizer.encode(load_text("train"))
+    target = NGramModel(target_order, tokenizer.vocab_size).fit(ids)
+    draft = NGramModel(draft_order, tokenizer.vocab_size).fit(ids)
+    return tokenizer, target, draft

@@ -93,12 +93,16 @@ def _check_eos(eos_id: int | None, vocab_size: int) -> int | None:
     return eos_id
 
 
-def model_rows(model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float) -> np.ndarray:
+def model_rows(
+    model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float
+) -> np.ndarray:
     """Call ``model.probs(tokens)`` once, validate it and return its last ``n_rows`` rows at
     ``temperature``: [n_rows, V]."""
     out = np.asarray(model.probs(tokens))
     if out.ndim != 2 or out.shape[0] != len(tokens):
-        raise ValueError(f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)")
+        raise ValueError(
+            f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
+        )
     rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
     return apply_temperature(rows, temperature)
 
@@ -197,11 +201,17 @@ def speculative_generate(
             gen.draft_calls += 1
             draft_probs[i] = q
             drafted.append(int(np.argmax(q)) if greedy else sample(q, rng))
-        target_probs = model_rows(target, np.asarray(seq + drafted), k_step + 1, "target", temperature)
+        target_probs = model_rows(
+            target, np.asarray(seq + drafted), k_step + 1, "target", temperature
+        )
         gen.target_calls += 1
-        result = verify(np.asarray(drafted, dtype=np.int64), draft_probs, target_probs, rng, rule, **params)
+        result = verify(
+            np.asarray(drafted, dtype=np.int64), draft_probs, target_probs, rng, rule, **params
+        )
         emitted, hit_eos = _cut_at_eos(result.tokens, eos_id)
-        gen.steps.append(Step(tuple(drafted), result.n_accepted, tuple(emitted.tolist()), result.extra))
+        gen.steps.append(
+            Step(tuple(drafted), result.n_accepted, tuple(emitted.tolist()), result.extra)
+        )
         seq.extend(emitted.tolist())
         n_new += len(emitted)
         if hit_eos:

@@ -19,13 +19,17 @@ def as_generator(seed: int | np.random.Generator | None) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-        raise TypeError(f"seed must be an int, a numpy Generator or None, got {type(seed).__name__}")
+        raise TypeError(
+            f"seed must be an int, a numpy Generator or None, got {type(seed).__name__}"
+        )
     if seed is not None and seed < 0:
         raise ValueError(f"seed must be non-negative, got {seed}")
     return np.random.default_rng(seed)
 
 
-def check_probs(probs: np.ndarray, name: str = "probs", vocab_size: int | None = None) -> np.ndarray:
+def check_probs(
+    probs: np.ndarray, name: str = "probs", vocab_size: int | None = None
+) -> np.ndarray:
     """Validate probability rows and return them as float64.
 
     Raises ``ValueError`` naming ``name`` if any entry is NaN/inf or negative,
@@ -39,9 +43,16 @@ def check_probs(probs: np.ndarray, name: str = "probs", vocab_size: int | None =
     if arr.ndim == 0:
         raise ValueError(f"{name} must have at least one axis of length vocab_size")
     if vocab_size is not None and arr.shape[-1] != vocab_size:
-        raise ValueError(f"{name} has {arr.shape[-1]} entries per row, expected vocab_size={vocab_size}")
+        raise ValueError(
+            f"{name} has {arr.shape[-1]} entries per row, expected vocab_size={vocab_size}"
+        )
     sums = arr.sum(axis=-1)
-    if arr.size and np.isfinite(sums).all() and arr.min() >= 0 and np.abs(sums - 1.0).max() <= SUM_TOL:
+    if (
+        arr.size
+        and np.isfinite(sums).all()
+        and arr.min() >= 0
+        and np.abs(sums - 1.0).max() <= SUM_TOL
+    ):
         return arr  # fast path: one pass for the common, valid case
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
@@ -49,7 +60,9 @@ def check_probs(probs: np.ndarray, name: str = "probs", vocab_size: int | None =
         raise ValueError(f"{name} contains negative values")
     if np.any(np.abs(sums - 1.0) > SUM_TOL):
         worst = float(sums.ravel()[np.argmax(np.abs(sums - 1.0).ravel())])
-        raise ValueError(f"{name} rows must sum to 1 (within {SUM_TOL}); found a row summing to {worst!r}")
+        raise ValueError(
+            f"{name} rows must sum to 1 (within {SUM_TOL}); found a row summing to {worst!r}"
+        )
     return arr
 
 

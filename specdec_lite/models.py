@@ -40,7 +40,11 @@ def check_tokens(tokens: object, vocab_size: int, name: str = "tokens") -> np.nd
 
 
 def _check_vocab_size(vocab_size: int) -> int:
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral) or vocab_size < 1:
+    if (
+        isinstance(vocab_size, bool)
+        or not isinstance(vocab_size, numbers.Integral)
+        or vocab_size < 1
+    ):
         raise ValueError(f"vocab_size must be an int >= 1, got {vocab_size!r}")
     return int(vocab_size)
 
@@ -169,7 +173,9 @@ class NGramModel:
                 ctx = prev * V ** (m - 1) + ctx
             valid = lengths >= m  # [n] enough history for this order
             pair_counts = self._lookup(
-                self._pair_keys[m], self._pair_counts[m], (ctx[:, None] * V + vocab[None, :]).ravel()
+                self._pair_keys[m],
+                self._pair_counts[m],
+                (ctx[:, None] * V + vocab[None, :]).ravel(),
             ).reshape(n, V)
             total = self._lookup(self._ctx_keys[m], self._ctx_totals[m], ctx)  # [n]
             if self.smoothing == "add-k":

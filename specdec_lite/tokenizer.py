@@ -69,5 +69,7 @@ class CharTokenizer:
             raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
         bad = (ids < 0) | (ids >= self.vocab_size)
         if bad.any():
-            raise ValueError(f"id {int(ids[bad][0])} is out of range for vocab_size {self.vocab_size}")
+            raise ValueError(
+                f"id {int(ids[bad][0])} is out of range for vocab_size {self.vocab_size}"
+            )
         return "".join(self.alphabet[i] for i in ids.tolist())

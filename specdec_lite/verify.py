@@ -32,7 +32,12 @@ from .distributions import entropy, sample
 
 RULES = ("exact", "greedy", "threshold", "typical")
 LOSSLESS_RULES = ("exact", "greedy")
-_RULE_PARAMS = {"exact": {}, "greedy": {}, "threshold": {"theta": None}, "typical": {"eps": 0.09, "delta": 0.3}}
+_RULE_PARAMS = {
+    "exact": {},
+    "greedy": {},
+    "threshold": {"theta": None},
+    "typical": {"eps": 0.09, "delta": 0.3},
+}
 
 
 @dataclass(frozen=True)
@@ -140,19 +145,27 @@ def verify(
     if k < 0:
         raise ValueError(f"draft_tokens must be 1-D, got shape {draft_tokens.shape}")
     if target_probs.ndim != 2 or target_probs.shape[0] != k + 1:
-        raise ValueError(f"target_probs must have shape [k + 1, V] = [{k + 1}, V], got {target_probs.shape}")
+        raise ValueError(
+            f"target_probs must have shape [k + 1, V] = [{k + 1}, V], got {target_probs.shape}"
+        )
     vocab = target_probs.shape[1]
     if draft_probs.shape != (k, vocab):
-        raise ValueError(f"draft_probs must have shape [k, V] = [{k}, {vocab}], got {draft_probs.shape}")
+        raise ValueError(
+            f"draft_probs must have shape [k, V] = [{k}, {vocab}], got {draft_probs.shape}"
+        )
     if k and (draft_tokens.min() < 0 or draft_tokens.max() >= vocab):
         raise ValueError(f"draft_tokens must be ids in [0, {vocab})")
     if rule != "greedy" and rng is None:
         raise TypeError(f"rule {rule!r} needs rng, a numpy Generator")
     if k and rule == "exact" and np.any(draft_probs[np.arange(k), draft_tokens] <= 0):
-        raise ValueError("draft_probs gives zero probability to a drafted token: q must be the "
-                         "distribution the draft actually sampled from")
+        raise ValueError(
+            "draft_probs gives zero probability to a drafted token: q must be the "
+            "distribution the draft actually sampled from"
+        )
 
-    accept = acceptance_mask(draft_tokens, draft_probs, target_probs[:k], rng, rule, **params)  # [k]
+    accept = acceptance_mask(
+        draft_tokens, draft_probs, target_probs[:k], rng, rule, **params
+    )  # [k]
     n = int(np.argmin(accept)) if not accept.all() else k  # first rejection, or k if none
     if n == k:
         extra, dist = "bonus", target_probs[k]

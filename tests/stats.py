@@ -27,7 +27,9 @@ def chi2_critical(df: int, upper_tail: float = 1e-3) -> float:
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def chi2_statistic(samples: list[tuple], expected: dict, min_expected: float = 5.0) -> tuple[float, int]:
+def chi2_statistic(
+    samples: list[tuple], expected: dict, min_expected: float = 5.0
+) -> tuple[float, int]:
     """Pearson's chi-square of ``samples`` against ``expected`` probabilities.
 
     Cells whose expected count is below ``min_expected`` are pooled into one cell.

@@ -36,13 +36,22 @@ SHY /= SHY.sum(axis=1, keepdims=True)
 SHY_DRAFT = MarkovModel(SHY)
 
 
-def sample_sequences(draft, k: int, temperature: float, rule: str = "exact", **params) -> list[tuple]:
+def sample_sequences(
+    draft, k: int, temperature: float, rule: str = "exact", **params
+) -> list[tuple]:
     rng = np.random.default_rng(12345)
     return [
         tuple(
             speculative_generate(
-                TARGET, draft, PROMPT, k=k, max_new_tokens=LENGTH,
-                temperature=temperature, rule=rule, seed=rng, **params,
+                TARGET,
+                draft,
+                PROMPT,
+                k=k,
+                max_new_tokens=LENGTH,
+                temperature=temperature,
+                rule=rule,
+                seed=rng,
+                **params,
             ).tokens.tolist()
         )
         for _ in range(N)
@@ -51,7 +60,14 @@ def sample_sequences(draft, k: int, temperature: float, rule: str = "exact", **p
 
 @pytest.mark.parametrize(
     ("draft", "k", "temperature"),
-    [(DRAFT, 1, 1.0), (DRAFT, 2, 1.0), (DRAFT, 4, 1.0), (DRAFT, 2, 0.6), (DRAFT, 4, 1.7), (SHY_DRAFT, 2, 1.0)],
+    [
+        (DRAFT, 1, 1.0),
+        (DRAFT, 2, 1.0),
+        (DRAFT, 4, 1.0),
+        (DRAFT, 2, 0.6),
+        (DRAFT, 4, 1.7),
+        (SHY_DRAFT, 2, 1.0),
+    ],
     ids=["k1-T1", "k2-T1", "k4-T1", "k2-T0.6", "k4-T1.7", "shy-draft-k2"],
 )
 def test_exact_rule_matches_target_distribution(draft, k, temperature):
