@@ -128,7 +128,7 @@ class NGramModel:
         self._pair_keys, self._pair_counts = [], []
         self._ctx_keys, self._ctx_totals, self._ctx_types = [], [], []
         for m in range(self.order):  # context length
-            n_pairs = ids.size - m
+            n_pairs = max(ids.size - m, 0)  # 0 when the corpus is shorter than the context
             ctx = np.zeros(n_pairs, dtype=np.int64)  # [n_pairs]
             for j in range(m):
                 ctx = ctx * V + ids[j : j + n_pairs]
@@ -145,6 +145,8 @@ class NGramModel:
         return self
 
     def _lookup(self, sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if sorted_keys.size == 0:  # no n-grams of this order were seen
+            return np.zeros(query.shape)
         pos = np.searchsorted(sorted_keys, query)
         pos = np.minimum(pos, sorted_keys.size - 1)
         return np.where(sorted_keys[pos] == query, values[pos], 0.0)
@@ -158,15 +160,10 @@ class NGramModel:
         out = np.full((n, V), 1.0 / V)  # [n, V], the order-0 (uniform) estimate
         ctx = np.zeros(n, dtype=np.int64)  # [n] key of the last m tokens at each position
         lengths = np.arange(1, n + 1)  # tokens available at position i
-        m_values = range(self.order) if self.smoothing == "witten-bell" else [self.order - 1]
-        if self.smoothing == "add-k":
-            m = self.order - 1
-            for j in range(m):
-                shifted = np.zeros(n, dtype=np.int64)
-                shifted[m - 1 - j :] = tokens[: n - (m - 1 - j)] if m - 1 - j > 0 else tokens
-                ctx = ctx * V + shifted
-        for m in m_values:
-            if self.smoothing == "witten-bell" and m > 0:
+        # Both smoothings visit m = 0..order-1; a position keeps the estimate of the
+        # longest context it has (add-k) or interpolates all of them (Witten–Bell).
+        for m in range(self.order):
+            if m > 0:
                 # extend each context by the token m positions back: key = prev_token·V^(m-1) + ctx
                 prev = np.zeros(n, dtype=np.int64)
                 prev[m - 1 :] = tokens[: n - m + 1]
