@@ -98,8 +98,11 @@ def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
         return out
     if temperature == 1.0:
         return p.copy()
-    with np.errstate(divide="ignore"):
-        log_p = np.log(p) / temperature  # [..., V], -inf where p == 0
+    with np.errstate(divide="ignore", over="ignore"):
+        log_p = np.log(p)  # [..., V], -inf where p == 0
+        # shift before dividing so the argmax logit is exactly 0: a tiny T then sends the
+        # others to -inf instead of making every logit -inf (which would give NaN)
+        log_p = (log_p - np.max(log_p, axis=-1, keepdims=True)) / temperature
     return softmax(log_p)
 
 
