@@ -56,8 +56,10 @@ def expected_tokens_per_step(alpha: float | np.ndarray, k: int | np.ndarray) -> 
     a = _check_alpha(alpha)
     k = _check_k(k)
     near_one = np.isclose(a, 1.0, rtol=0.0, atol=1e-12)
-    safe = np.where(near_one, 0.5, a)
-    value = np.where(near_one, k + 1.0, (1.0 - safe ** (k + 1)) / (1.0 - safe))
+    d = np.where(near_one, 0.5, 1.0 - a)  # 1 − α, exact for α near 1
+    with np.errstate(divide="ignore"):  # log1p(−1) = −inf at α = 0 gives 1 − 0 = 1
+        # 1 − α^(k+1) computed as −expm1((k+1)·log(1 − d)): no cancellation as α → 1
+        value = np.where(near_one, k + 1.0, -np.expm1((k + 1) * np.log1p(-d)) / d)
     return _scalar_or_array(value)
 
 
