@@ -64,14 +64,23 @@ def expected_tokens_per_step(alpha: float | np.ndarray, k: int | np.ndarray) -> 
 
 
 def expected_speedup(
-    alpha: float | np.ndarray, k: int | np.ndarray, c: float | np.ndarray
+    alpha: float | np.ndarray,
+    k: int | np.ndarray,
+    c: float | np.ndarray,
+    verify_cost: float | np.ndarray = 1.0,
 ) -> float | np.ndarray:
     """Leviathan Thm 3.8: speedup = (1 − α^(k+1)) / ((1 − α)(k·c + 1)).
 
-    Assumes a target call over k + 1 tokens costs the same as over one token.
+    With the default ``verify_cost=1`` a target call over k + 1 tokens is assumed to cost
+    the same as over one token (the memory-bound accelerator regime). On a CPU it does
+    not: pass the measured ratio T(k+1)/T(1) as ``verify_cost`` and the denominator becomes
+    k·c + T(k+1)/T(1), the time of one speculative step in units of one plain step.
     """
     c = _check_cost(c)
-    value = np.asarray(expected_tokens_per_step(alpha, k)) / (np.asarray(k) * c + 1.0)
+    r = np.asarray(verify_cost, dtype=np.float64)
+    if not np.all(np.isfinite(r)) or np.any(r <= 0):
+        raise ValueError(f"verify_cost must be finite and > 0, got {verify_cost!r}")
+    value = np.asarray(expected_tokens_per_step(alpha, k)) / (np.asarray(k) * c + r)
     return _scalar_or_array(value)
 
 
