@@ -47,7 +47,8 @@ class CharTokenizer:
         """Return the ids of ``text`` as an int64 array of shape [len(text)]."""
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # [n]
+        # surrogatepass: a lone surrogate is just another unknown character (or unk)
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # [n]
         in_table = codes < self._lookup.size
         ids = np.full(codes.shape, -1, dtype=np.int64)  # [n]
         ids[in_table] = self._lookup[codes[in_table]]
