@@ -13,11 +13,10 @@ STAMP  := $(VENV)/.installed
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 export JUPYTER_PLATFORM_DIRS := 1
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
-BOOK_FLAGS := -W -n --keep-going
+BOOK_FLAGS := -W -n --keep-going --all
 
 .PHONY: venv test lint pytest nbval book book-student notebooks lab screenshots vendor clean distclean
 
@@ -52,9 +51,20 @@ book: venv
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-# The same book with exercise solutions removed (sphinx-exercise hide_solutions).
+# The same book with exercise solutions removed (sphinx-exercise `hide_solutions: true`).
+# Its config is _config.yml with solutions hidden and no source/.ipynb downloads (they
+# contain the solutions), generated from _config.yml so the two cannot drift.
+STUDENT_CONFIG := _build/_config_student.yml
+
 book-student: venv
-	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config _config_student.yml \
+	rm -rf _build/student && mkdir -p _build
+	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
+	    c['sphinx']['config'].update(hide_solutions=True, html_copy_source=False); \
+	    c['html']['use_download_button'] = False; \
+	    ext = c['sphinx']['local_extensions']; \
+	    ext.update({k: '$(CURDIR)/' + v for k, v in ext.items()}); \
+	    yaml.safe_dump(c, open('$(STUDENT_CONFIG)', 'w'), sort_keys=False)"
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config $(STUDENT_CONFIG) \
 	    --path-output _build/student
 	@echo "Student book: $(CURDIR)/_build/student/_build/html/index.html"
 
@@ -65,6 +75,7 @@ ifeq ($(NOTEBOOKS),)
 else
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 \
+	    --ExecutePreprocessor.record_timing=False \
 	    $(NOTEBOOKS)
 endif
 
