@@ -1,0 +1,375 @@
+"""Medusa: extra decoding heads on the target, and tree verification (Cai et al. 2024).
+
+A Medusa head reads the target's final hidden state h_t (the one its own output layer
+turns into the distribution of token t+1) and guesses a token further ahead::
+
+    logits_i(h) = (h + SiLU(h W1_i + b1_i)) W2_i        # head i = 0..H-1 guesses token t+i+2
+
+W1 starts at zero, so an untrained head is the target's own output layer. One decoding
+step then works like this:
+
+1. The last emitted token (the *root*) is not yet in the target's KV cache. The heads,
+   read at the previous position, propose candidates for the tokens after it: the top
+   few of head 0 for depth 1, of head 1 for depth 2, and so on.
+2. The candidates form a **tree** (a set of rank paths like ``(0,)``, ``(1,)``,
+   ``(0, 0)``: "head 0's best, then head 1's best"). The root and every node go
+   through the target in **one** forward call. Each node sits at position
+   ``prefix length + depth`` and attends to the prefix and its own ancestors only
+   (:attr:`Tree.mask`), so its logits equal those of a causal forward of its path.
+3. A node is accepted if its parent is accepted and the target, at the parent, agrees
+   with it (``rule``). The deepest accepted path is kept in the cache
+   (``KVCache.keep_path``) and emitted, plus one extra token from the target's
+   distribution at the path's last node.
+
+Rules:
+
+* ``"greedy"``: accept x when x == argmax p at the parent. The output is token for token
+  the target's greedy decoding. Lossless.
+* ``"typical"``: Medusa's typical acceptance, accept when
+  p(x) > min(eps, delta * exp(-H(p))) at temperature T. The extra token is sampled from p.
+  **Lossy** for T > 0 (at T = 0 it is greedy).
+* ``"exact"``: the chain case of speculative sampling (Leviathan et al. 2023; Chen et al.
+  2023) with the heads as the draft: the chain's tokens x_i are *sampled* from the heads'
+  tempered distributions q_i and checked with :func:`specdec_lite.verify.verify`'s exact
+  rule. The output follows the target's distribution exactly; the tree must be a chain.
+
+The target must be a :class:`specdec_lite.transformer.TransformerModel` (it needs
+``forward(tokens, positions, mask)`` and a cache with ``keep_path``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .decode import Generation, Step, _check_eos, _check_int, _cut_at_eos, _start
+from .distributions import apply_temperature, as_generator, check_temperature, entropy, sample
+from .transformer import TransformerModel, load_npz
+from .verify import check_rule, verify
+
+MEDUSA_RULES = ("greedy", "typical", "exact")
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x)."""
+    return x / (1.0 + np.exp(-x))
+
+
+class MedusaHeads:
+    """H Medusa heads: ``logits_i(h) = (h + SiLU(h W1_i + b1_i)) W2_i``."""
+
+    def __init__(self, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> None:
+        self.w1 = np.asarray(w1, dtype=np.float32)  # [H, d, d]
+        self.b1 = np.asarray(b1, dtype=np.float32)  # [H, d]
+        self.w2 = np.asarray(w2, dtype=np.float32)  # [H, d, V]
+        n_heads, d_model, d_out = self.w1.shape
+        if d_out != d_model or self.b1.shape != (n_heads, d_model) or self.w2.shape[:2] != (
+            n_heads,
+            d_model,
+        ):
+            raise ValueError(
+                f"inconsistent head shapes: w1 {self.w1.shape}, b1 {self.b1.shape}, "
+                f"w2 {self.w2.shape}; expected [H, d, d], [H, d], [H, d, V]"
+            )
+        self.n_heads, self.d_model, self.vocab_size = n_heads, d_model, self.w2.shape[2]
+
+    @classmethod
+    def from_npz(cls, path: str | Path, sha256: str) -> MedusaHeads:
+        """Load checksum-verified ``w1``, ``b1``, ``w2`` (see ``transformer.load_npz``)."""
+        arrays = load_npz(path, sha256)
+        return cls(arrays["w1"], arrays["b1"], arrays["w2"])
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Head logits [H, n, V] for hidden states [n, d]; row [i, t] guesses token t+i+2."""
+        hidden = np.asarray(hidden, dtype=np.float32)
+        if hidden.ndim != 2 or hidden.shape[1] != self.d_model:
+            raise ValueError(f"hidden must have shape [n, {self.d_model}], got {hidden.shape}")
+        z = np.matmul(hidden, self.w1) + self.b1[:, None, :]  # [H, n, d]
+        return np.matmul(hidden + silu(z), self.w2)  # [H, n, V]
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """A candidate tree. Node 0 is the root (the last emitted token); node j >= 1 follows
+    ``paths[j - 1]``, a tuple of ranks: ``(0, 2)`` is "head 0's top token, then head 1's
+    third". Nodes are sorted by depth, so every parent comes before its children."""
+
+    paths: tuple[tuple[int, ...], ...]
+    parent: np.ndarray  # [N+1] int, parent[0] = -1
+    depth: np.ndarray  # [N+1] int, depth[0] = 0
+    rank: np.ndarray  # [N+1] int, rank among the parent's candidates (root: -1)
+    mask: np.ndarray  # [N+1, N+1] bool, mask[i, j]: j is i or an ancestor of i
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes including the root: the number of tokens one verification forwards."""
+        return len(self.parent)
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max())
+
+    @property
+    def is_chain(self) -> bool:
+        return all(path == (0,) * len(path) for path in self.paths)
+
+
+def make_tree(choices: Iterable[Sequence[int]]) -> Tree:
+    """Build a :class:`Tree` from ``medusa_choices``-style rank paths.
+
+    The set must be prefix-closed (each path's parent path is present) and free of
+    duplicates; ranks are non-negative ints. Raises ``ValueError`` naming ``choices``.
+    """
+    paths = []
+    for path in choices:
+        if isinstance(path, int | np.integer):
+            raise TypeError(f"choices must be a list of rank paths (tuples), got {path!r}")
+        path = tuple(int(r) for r in path)
+        if not path or min(path) < 0:
+            raise ValueError(f"choices: every path needs at least one rank >= 0, got {path}")
+        paths.append(path)
+    if not paths:
+        raise ValueError("choices must contain at least one path")
+    if len(set(paths)) != len(paths):
+        raise ValueError("choices contains duplicate paths")
+    known = set(paths)
+    for path in paths:
+        if len(path) > 1 and path[:-1] not in known:
+            raise ValueError(f"choices is not prefix-closed: {path} without {path[:-1]}")
+    paths.sort(key=lambda path: (len(path), path))
+    index = {path: i + 1 for i, path in enumerate(paths)}
+    parent = np.array([-1] + [index.get(path[:-1], 0) for path in paths])  # [N+1]
+    depth = np.array([0] + [len(path) for path in paths])  # [N+1]
+    rank = np.array([-1] + [path[-1] for path in paths])  # [N+1]
+    mask = np.eye(len(parent), dtype=bool)  # [N+1, N+1]
+    for i in range(1, len(parent)):
+        mask[i] |= mask[parent[i]]
+    return Tree(tuple(paths), parent, depth, rank, mask)
+
+
+def dense_tree(widths: Sequence[int]) -> Tree:
+    """Every path whose rank at depth j is below ``widths[j]``: prod(widths[:j]) nodes at
+    depth j. ``dense_tree([1] * H)`` is the top-1 chain."""
+    widths = [_check_int("widths", w, 1) for w in widths]
+    if not widths:
+        raise ValueError("widths must not be empty")
+    paths = []
+    for depth in range(1, len(widths) + 1):
+        paths += itertools.product(*(range(w) for w in widths[:depth]))
+    return make_tree(paths)
+
+
+def chain_tree(depth: int) -> Tree:
+    """The chain root -> top-1 of head 0 -> top-1 of head 1 -> ... (``depth`` nodes)."""
+    return dense_tree([1] * _check_int("depth", depth, 1))
+
+
+def sparse_tree(top_accuracy: np.ndarray, n_nodes: int) -> Tree:
+    """The ``n_nodes`` paths with the highest estimated chance of being accepted.
+
+    ``top_accuracy[i, r]`` ([H, s]) is how often head i's rank-r token is right. Assuming
+    independence, path (r_1..r_j) survives with probability prod_i top_accuracy[i, r_i],
+    and the expected accepted length is the sum of that over the tree's nodes, so keeping
+    the best ``n_nodes`` paths maximises it (Cai et al. 2024, Sec. 2.1.2). A prefix never
+    scores below its extensions, so the result is prefix-closed.
+    """
+    acc = np.asarray(top_accuracy, dtype=np.float64)  # [H, s]
+    if acc.ndim != 2 or acc.size == 0 or np.any(acc < 0) or np.any(acc > 1):
+        raise ValueError("top_accuracy must be a non-empty [n_heads, s] array in [0, 1]")
+    n_nodes = _check_int("n_nodes", n_nodes, 1)
+    n_heads, s = acc.shape
+    scored = []
+    for depth in range(1, n_heads + 1):
+        for path in itertools.product(range(s), repeat=depth):
+            scored.append((-float(np.prod(acc[np.arange(depth), path])), depth, path))
+    scored.sort()
+    return make_tree(path for _, _, path in scored[:n_nodes])
+
+
+def top_k_accuracy(heads: MedusaHeads, hidden: np.ndarray, tokens: np.ndarray,
+                   top: int = 5) -> np.ndarray:
+    """[H, top] array: entry [i, r] is the fraction of positions t where head i's rank-r
+    guess equals ``tokens[t + i + 2]``. ``hidden[t]`` ([n, d]) is the target's hidden state
+    after ``tokens[: t + 1]``. Cumulative sums along r give top-r accuracy."""
+    tokens = np.asarray(tokens)
+    if len(tokens) != len(hidden):
+        raise ValueError(f"hidden has {len(hidden)} rows but tokens has {len(tokens)}")
+    top = _check_int("top", top, 1)
+    logits = heads.logits(hidden)  # [H, n, V]
+    out = np.zeros((heads.n_heads, top))
+    for i in range(heads.n_heads):
+        n = len(tokens) - i - 2
+        if n <= 0:
+            raise ValueError(f"need more than {i + 2} tokens to score head {i}")
+        ranked = np.argsort(-logits[i, :n], axis=1, kind="stable")[:, :top]  # [n, top]
+        out[i] = (ranked == tokens[i + 2 :, None]).mean(axis=0)
+    return out
+
+
+def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """Candidate tokens [N] for the tree's nodes (root excluded) from head logits [H, V].
+
+    ``"exact"`` samples the chain x_i ~ q_i (returned as the second value, [N, V]); the other
+    rules take each head's ranked tokens."""
+    depth = tree.depth[1:] - 1  # [N] head index of each node
+    if rule == "exact":
+        q = apply_temperature(_softmax64(head_logits[: tree.max_depth]), temperature)  # [D, V]
+        if temperature == 0:
+            tokens = q.argmax(axis=1)
+        else:
+            tokens = np.array([sample(row, rng) for row in q])
+        return tokens[depth], q
+    top = int(tree.rank.max()) + 1
+    ranked = np.argsort(-head_logits[: tree.max_depth], axis=1, kind="stable")[:, :top]  # [D, s]
+    return ranked[depth, tree.rank[1:]], None
+
+
+def _softmax64(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def medusa_generate(
+    target: TransformerModel,
+    heads: MedusaHeads,
+    prompt: np.ndarray,
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    tree: Tree | None = None,
+    rule: str = "greedy",
+    seed: int | np.random.Generator | None = None,
+    eos_id: int | None = None,
+    **rule_params: float,
+) -> Generation:
+    """Medusa decoding: one target forward per step verifies a whole candidate tree.
+
+    The first target call runs the prompt and emits one token; each later call forwards
+    the root plus ``tree``'s nodes (default :func:`chain_tree` for ``"exact"``, else
+    ``dense_tree([3, 2, 2, 1])`` cut to the number of heads) and emits the deepest
+    accepted path plus one token. In the trace, ``Step.proposed`` is the accepted path
+    followed by the best-ranked child that was rejected (if the path could go deeper), so
+    ``acceptance_rate`` is accepted / (accepted + rejections) along the chosen path.
+    """
+    if not isinstance(target, TransformerModel):
+        raise TypeError("target must be a TransformerModel (Medusa needs its KV cache)")
+    if not isinstance(heads, MedusaHeads):
+        raise TypeError("heads must be a MedusaHeads")
+    if heads.vocab_size != target.vocab_size or heads.d_model != target.config.d_model:
+        raise ValueError(
+            f"heads (V={heads.vocab_size}, d={heads.d_model}) do not fit the target "
+            f"(V={target.vocab_size}, d={target.config.d_model})"
+        )
+    if rule not in MEDUSA_RULES:
+        raise ValueError(f"rule must be one of {MEDUSA_RULES}, got {rule!r}")
+    params = check_rule(rule, rule_params)
+    prompt, max_new_tokens = _start(prompt, target.vocab_size, max_new_tokens)
+    temperature = check_temperature(temperature)
+    eos_id = _check_eos(eos_id, target.vocab_size)
+    if tree is None:
+        tree = chain_tree(heads.n_heads) if rule == "exact" else dense_tree(
+            [3, 2, 2, 1][: heads.n_heads])
+    if not isinstance(tree, Tree):
+        raise TypeError(f"tree must be a Tree (see make_tree), got {type(tree).__name__}")
+    if tree.max_depth > heads.n_heads:
+        raise ValueError(f"tree has depth {tree.max_depth} but there are {heads.n_heads} heads")
+    if rule == "exact" and not tree.is_chain:
+        raise ValueError('rule="exact" verifies a chain: pass tree=chain_tree(depth)')
+    limit = target.config.max_len
+    if len(prompt) + max_new_tokens + tree.max_depth > limit:
+        raise ValueError(
+            f"max_new_tokens: prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + "
+            f"tree depth ({tree.max_depth}) exceeds the target's max_len {limit}"
+        )
+    rng = as_generator(seed)
+    start = time.perf_counter()
+    gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
+    if max_new_tokens == 0:
+        return gen
+    first_child = {int(p): i for i, p in reversed(list(enumerate(tree.parent))) if i > 0}
+
+    greedy = temperature == 0 or rule == "greedy"
+
+    def emit_from(logits: np.ndarray) -> int:  # [V] -> one token: argmax, or sampled at T
+        if greedy:
+            return int(np.argmax(logits))
+        return sample(apply_temperature(_softmax64(logits), temperature), rng)
+
+    logits = target.logits(prompt)[-1]  # [V]
+    hidden = target.cache.hidden[len(prompt) - 1]  # [d]
+    gen.target_calls += 1
+    root = emit_from(logits)
+    out = [root]
+    gen.steps.append(Step((), 0, (root,), "sample"))
+    while len(out) < max_new_tokens and root != eos_id:
+        head_logits = heads.logits(hidden[None])[:, 0]  # [H, V]
+        gen.draft_calls += 1
+        node_tokens, q = _node_tokens(tree, head_logits, rule, temperature, rng)  # [N]
+        base = target.cache.n_causal
+        forward = target.forward(np.concatenate([[root], node_tokens]),
+                                 positions=base + tree.depth, mask=tree.mask)
+        gen.target_calls += 1
+        tokens = np.concatenate([[root], node_tokens])  # [N+1]
+        if rule == "exact":
+            p = apply_temperature(_softmax64(forward.logits), temperature)  # [N+1, V]
+            result = verify(node_tokens, q, p, rng, "exact")
+            path = np.arange(result.n_accepted + 1)  # root + accepted chain
+            extra_token, extra = int(result.tokens[-1]), result.extra
+        else:
+            ok = _accept(tokens, tree.parent, forward.logits, rule, temperature, params)  # [N+1]
+            accepted = ~np.any(tree.mask & ~ok[None, :], axis=1)  # [N+1] whole path ok
+            last = int(np.argmax(np.where(accepted, tree.depth, -1)))
+            path = np.flatnonzero(tree.mask[last])  # ancestors of last, ascending
+            extra_token = emit_from(forward.logits[last])
+            extra = "correction" if last in first_child else "bonus"
+        last = int(path[-1])
+        target.cache.keep_path(base + path)
+        hidden = target.cache.hidden[target.cache.length - 1]
+        child = first_child.get(last)
+        proposed = tokens[path[1:]].tolist() + ([int(tokens[child])] if child else [])
+        emitted = np.array(tokens[path[1:]].tolist() + [extra_token], dtype=np.int64)
+        emitted = emitted[: max_new_tokens - len(out)]
+        emitted, hit_eos = _cut_at_eos(emitted, eos_id)
+        gen.steps.append(Step(tuple(proposed), len(path) - 1, tuple(emitted.tolist()), extra))
+        out += emitted.tolist()
+        root = extra_token
+        if hit_eos:
+            break
+    gen.tokens = np.asarray(out, dtype=np.int64)
+    gen.wall_time_s = time.perf_counter() - start
+    return gen
+
+
+def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: str,
+            temperature: float, params: dict) -> np.ndarray:
+    """[N+1] bool: does the target, at each node's parent, accept the node's token?
+    The root is always accepted."""
+    parent_logits = logits[parent[1:]]  # [N, V]
+    node = tokens[1:]  # [N]
+    if temperature == 0 or rule == "greedy":
+        ok = parent_logits.argmax(axis=1) == node
+    else:
+        p = apply_temperature(_softmax64(parent_logits), temperature)  # [N, V]
+        cutoff = np.minimum(params["eps"], params["delta"] * np.exp(-entropy(p)))  # [N]
+        ok = p[np.arange(len(node)), node] > cutoff
+    return np.concatenate([[True], ok])
+
+
+__all__ = [
+    "MEDUSA_RULES",
+    "MedusaHeads",
+    "Tree",
+    "chain_tree",
+    "dense_tree",
+    "make_tree",
+    "medusa_generate",
+    "sparse_tree",
+    "top_k_accuracy",
+]

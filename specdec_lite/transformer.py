@@ -1,0 +1,290 @@
+"""A character GPT in numpy, with a preallocated KV cache and tree attention.
+
+The network (GPT-2 layout, pre-LayerNorm)::
+
+    x_0  = wte[tokens] + wpe[positions]                          # [n, d]
+    x'   = x + attn(LN_1(x))     x_out = x' + mlp(LN_2(x'))      # per block
+    h    = LN_f(x_L)                                             # hidden states, [n, d]
+    logits = h @ wte.T                                           # tied output, [n, V]
+
+with ``attn`` multi-head causal self-attention, softmax(q k^T / sqrt(d_head)) v, and
+``mlp(x) = GELU(x W_fc + b_fc) W_proj + b_proj`` (tanh GELU). Everything is float32.
+
+Speed: q, k and v come from one fused matmul; all heads attend in one batched matmul over
+the preallocated cache ``kv [n_layer, 2, n_head, capacity, d_head]``; the gains of LN_1 and
+LN_2 and the 1/sqrt(d_head) scale are folded into the following weights at load time.
+
+A forward call takes a block of n new tokens. By default the block is causal and sits at
+the positions after the cached entries. For tree verification pass ``mask`` ([n, n] bool,
+``mask[i, j]``: node i may attend node j, e.g. its ancestors and itself) and ``positions``
+(e.g. prefix length + depth); every new token always attends to all cached entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .distributions import softmax
+from .models import check_tokens
+
+LN_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of a GPT: vocabulary V, layers, heads, width d and number of positions."""
+
+    vocab_size: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    max_len: int
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_head
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of the bytes of ``path``."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_npz(path: str | Path, sha256: str) -> dict[str, np.ndarray]:
+    """Load every array of an ``.npz`` as float32 after checking the file's sha256.
+
+    Raises ``FileNotFoundError`` if ``path`` is missing and ``ValueError`` (naming the file)
+    if its checksum differs from ``sha256`` or it is not a readable npz archive.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file {path} does not exist")
+    actual = file_sha256(path)
+    if actual != sha256:
+        raise ValueError(f"weights file {path} has sha256 {actual}, expected {sha256}: "
+                         "the file is corrupted or does not match its manifest")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name].astype(np.float32) for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise ValueError(f"weights file {path} is not a readable npz archive: {err}") from err
+
+
+def normalize(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
+    """(x - mean) / sqrt(var + eps) over the last axis: LayerNorm without gain and bias."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = np.square(x - mean).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + LN_EPS)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation."""
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x**3)))
+
+
+class Output(NamedTuple):
+    """What a forward pass returns for its n new tokens."""
+
+    logits: np.ndarray  # [n, V] float32
+    hidden: np.ndarray  # [n, d] float32, after the final LayerNorm
+
+
+class KVCache:
+    """Keys and values (plus tokens, logits and hidden states) of the entries seen so far.
+
+    ``kv[layer, 0 or 1, head, slot, :]`` holds the key or value of entry ``slot``; entries
+    ``0 .. length-1`` are in use. The first ``n_causal`` entries are an ordinary causal
+    sequence (``tokens[:n_causal]`` at positions 0, 1, ...); entries after them came from a
+    masked block (a tree) and are only kept by ``keep_path`` or dropped by ``truncate``.
+    """
+
+    def __init__(self, config: TransformerConfig, capacity: int) -> None:
+        shape = (config.n_layer, 2, config.n_head, capacity, config.d_head)
+        self.kv = np.zeros(shape, dtype=np.float32)  # [L, 2, H, capacity, d_head]
+        self.tokens = np.zeros(capacity, dtype=np.int64)  # [capacity]
+        self.logits = np.zeros((capacity, config.vocab_size), dtype=np.float32)  # [capacity, V]
+        self.hidden = np.zeros((capacity, config.d_model), dtype=np.float32)  # [capacity, d]
+        self.length = 0
+        self.n_causal = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.tokens.shape[0]
+
+    def truncate(self, length: int) -> None:
+        """Drop every entry from ``length`` on."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"length must be in [0, {self.length}], got {length}")
+        self.length = length
+        self.n_causal = min(self.n_causal, length)
+
+    def keep_path(self, rows: Sequence[int]) -> None:
+        """Keep the tree entries ``rows`` as the continuation of the causal prefix.
+
+        ``rows`` are slot indices (ascending, all >= ``n_causal``) of one root-to-node path of
+        a block that was run with ``positions = n_causal + depth`` and a mask letting each
+        node see only its ancestors; their entries are then exactly those of a causal forward
+        of the path's tokens. They move to slots ``n_causal, n_causal + 1, ...``; every other
+        entry after the prefix is dropped.
+        """
+        rows = np.asarray(rows, dtype=np.int64)  # [m]
+        if rows.ndim != 1 or (rows.size and (rows[0] < self.n_causal or rows[-1] >= self.length
+                                             or np.any(np.diff(rows) <= 0))):
+            raise ValueError(f"rows must be ascending slots in [{self.n_causal}, {self.length}), "
+                             f"got {rows.tolist()}")
+        end = self.n_causal + rows.size
+        for array, axis in ((self.kv, 3), (self.tokens, 0), (self.logits, 0), (self.hidden, 0)):
+            moved = np.take(array, rows, axis=axis)  # a copy, so overlapping moves are safe
+            index = (slice(None),) * axis + (slice(self.n_causal, end),)
+            array[index] = moved
+        self.length = self.n_causal = end
+
+
+class TransformerModel:
+    """A numpy GPT that satisfies the model contract (``vocab_size``, ``probs``).
+
+    ``probs``, ``logits`` and ``hidden`` take a whole sequence and reuse ``self.cache`` for
+    its longest common prefix with the sequence of the previous call, so a decoder that
+    extends or shortens its sequence pays only for the new tokens. ``forward`` is the
+    low-level call that appends a block (optionally a tree) to ``self.cache``.
+    """
+
+    def __init__(self, config: TransformerConfig, params: dict[str, np.ndarray],
+                 cache_capacity: int | None = None) -> None:
+        """Build from float arrays named as in ``train.GPT.numpy_state`` (matrices [in, out]).
+
+        ``cache_capacity`` is the number of cache slots (default ``2 * max_len``: room for a
+        full-length prefix plus tree nodes); positions themselves stay below ``max_len``.
+        """
+        self.config = config
+        self.vocab_size = config.vocab_size
+        p = {name: np.asarray(value, dtype=np.float32) for name, value in params.items()}
+        self.wte, self.wpe = p["wte"], p["wpe"]  # [V, d], [max_len, d]
+        self.unembed = np.ascontiguousarray(self.wte.T)  # [d, V]
+        self.ln_f = (p["ln_f.g"], p["ln_f.b"])  # [d], [d]
+        q_scale = np.ones(3 * config.d_model, dtype=np.float32)  # [3d]
+        q_scale[: config.d_model] = 1.0 / np.sqrt(config.d_head)
+        self.layers = []
+        for i in range(config.n_layer):
+            b = f"blocks.{i}."
+            qkv_w, qkv_b = fold_gain(p[b + "ln1.g"], p[b + "ln1.b"], p[b + "qkv.w"], p[b + "qkv.b"])
+            fc_w, fc_b = fold_gain(p[b + "ln2.g"], p[b + "ln2.b"], p[b + "fc.w"], p[b + "fc.b"])
+            self.layers.append((qkv_w * q_scale, qkv_b * q_scale, p[b + "attn_proj.w"],
+                                p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
+                                p[b + "mlp_proj.b"]))
+        self.cache = KVCache(config, cache_capacity or 2 * config.max_len)
+
+    @classmethod
+    def from_npz(cls, path: str | Path, config: TransformerConfig, sha256: str) -> TransformerModel:
+        """Load checksum-verified weights (see ``load_npz``)."""
+        return cls(config, load_npz(path, sha256))
+
+    def forward(self, tokens: Sequence[int] | np.ndarray, positions: np.ndarray | None = None,
+                mask: np.ndarray | None = None) -> Output:
+        """Run n new tokens after the cached entries and append them to ``self.cache``.
+
+        ``positions`` ([n] int, default ``cache.length + arange(n)``) index the position
+        embedding. ``mask`` ([n, n] bool, default causal) says which new tokens each new token
+        attends to; the diagonal must be True. Every new token also attends to all cached
+        entries. Returns the logits and hidden states of the new tokens.
+        """
+        tokens = check_tokens(tokens, self.vocab_size)  # [n]
+        n, start = len(tokens), self.cache.length
+        if start + n > self.cache.capacity:
+            raise ValueError(f"tokens: {n} new tokens after {start} cached entries exceed the "
+                             f"cache capacity {self.cache.capacity}")
+        causal = mask is None and positions is None
+        positions = start + np.arange(n) if positions is None else np.asarray(positions)
+        out_of_range = np.any(positions < 0) or np.any(positions >= self.config.max_len)
+        if positions.shape != (n,) or out_of_range:
+            raise ValueError(f"positions must be {n} ints in [0, {self.config.max_len}), "
+                             f"got {positions.tolist()}")
+        if mask is None:
+            mask = np.tri(n, dtype=bool)  # [n, n] causal
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (n, n) or not mask.diagonal().all():
+            raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
+        bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
+        x = self.wte[tokens] + self.wpe[positions]  # [n, d]
+        for layer, weights in enumerate(self.layers):
+            x = self._block(x, weights, self.cache.kv[layer], start, bias)
+        hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
+        logits = hidden @ self.unembed  # [n, V]
+        cache = self.cache
+        cache.tokens[start : start + n] = tokens
+        cache.logits[start : start + n] = logits
+        cache.hidden[start : start + n] = hidden
+        cache.length = start + n
+        if causal and cache.n_causal == start:
+            cache.n_causal = start + n
+        return Output(logits, hidden)
+
+    def _block(self, x: np.ndarray, weights: tuple, kv: np.ndarray, start: int,
+               bias: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
+        qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
+        n, d = x.shape
+        heads, d_head = self.config.n_head, self.config.d_head
+        qkv = (normalize(x) @ qkv_w + qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
+        qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, n, d_head]
+        end = start + n
+        kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
+        keys, values = kv[0, :, :end], kv[1, :, :end]  # [H, end, d_head] each
+        scores = qkv[0] @ keys.transpose(0, 2, 1)  # [H, n, end], q already scaled
+        scores[:, :, start:] += bias
+        attention = softmax32(scores)  # [H, n, end]
+        attended = (attention @ values).transpose(1, 0, 2).reshape(n, d)  # [n, d]
+        x = x + attended @ proj_w + proj_b
+        return x + gelu(normalize(x) @ fc_w + fc_b) @ mlp_w + mlp_b
+
+    def _sync(self, tokens: Sequence[int] | np.ndarray) -> int:
+        """Make the cache's causal prefix equal ``tokens``, reusing the common prefix."""
+        tokens = check_tokens(tokens, self.vocab_size)  # [n]
+        if len(tokens) > self.config.max_len:
+            raise ValueError(f"tokens has length {len(tokens)}, more than max_len "
+                             f"{self.config.max_len}")
+        m = min(len(tokens), self.cache.n_causal)
+        same = tokens[:m] == self.cache.tokens[:m]  # [m]
+        common = m if same.all() else int(np.argmin(same))
+        self.cache.truncate(common)
+        if common < len(tokens):
+            self.forward(tokens[common:])
+        return len(tokens)
+
+    def logits(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        """float32 logits [n, V]; row i scores the token after ``tokens[:i+1]``."""
+        n = self._sync(tokens)
+        return self.cache.logits[:n].copy()
+
+    def hidden(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        """float32 hidden states [n, d] after the final LayerNorm (what Medusa heads read)."""
+        n = self._sync(tokens)
+        return self.cache.hidden[:n].copy()
+
+    def probs(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+        """float64 [n, V]: row i is softmax(logits_i), the distribution after ``tokens[:i+1]``.
+
+        The float32 logits are cast to float64 before the softmax, so rows sum to 1 to ~1e-15.
+        """
+        return softmax(self.logits(tokens))  # [n, V]
+
+
+def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
+              b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fold LayerNorm's affine part into the next linear map.
+
+    (normalize(x) * gain + shift) @ w + b == normalize(x) @ (gain[:, None] * w) + (shift @ w + b)
+    """
+    return gain[:, None] * w, shift @ w + b  # [d, k], [k]
+
+
+def softmax32(scores: np.ndarray) -> np.ndarray:  # [..., m] -> [..., m]
+    """float32 softmax over the last axis (attention weights); -inf scores get weight 0."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)

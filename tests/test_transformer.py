@@ -1,0 +1,175 @@
+"""The numpy GPT: agreement with torch, KV-cache consistency, tree attention, loading."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specdec_lite.transformer import TransformerConfig, TransformerModel, file_sha256, load_npz
+
+CONFIG = TransformerConfig(vocab_size=13, n_layer=2, n_head=4, d_model=32, max_len=40)
+
+
+def random_params(config: TransformerConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random weights with the names and shapes ``TransformerModel`` expects."""
+    rng = np.random.default_rng(seed)
+    d, v = config.d_model, config.vocab_size
+    shapes = {"wte": (v, d), "wpe": (config.max_len, d), "ln_f.g": (d,), "ln_f.b": (d,)}
+    for i in range(config.n_layer):
+        shapes |= {f"blocks.{i}.{name}": shape for name, shape in {
+            "ln1.g": (d,), "ln1.b": (d,), "qkv.w": (d, 3 * d), "qkv.b": (3 * d,),
+            "attn_proj.w": (d, d), "attn_proj.b": (d,), "ln2.g": (d,), "ln2.b": (d,),
+            "fc.w": (d, 4 * d), "fc.b": (4 * d,), "mlp_proj.w": (4 * d, d), "mlp_proj.b": (d,),
+        }.items()}
+    params = {name: 0.3 * rng.standard_normal(shape) for name, shape in shapes.items()}
+    for name in params:
+        if name.endswith(".g"):
+            params[name] += 1.0  # gains near 1, so folding them in is really exercised
+    return params
+
+
+@pytest.fixture
+def model() -> TransformerModel:
+    return TransformerModel(CONFIG, random_params(CONFIG))
+
+
+def tokens(n: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, CONFIG.vocab_size, n)
+
+
+def test_matches_torch_forward() -> None:
+    torch = pytest.importorskip("torch")
+    from specdec_lite.train import GPT
+
+    torch.manual_seed(0)
+    reference = GPT(CONFIG)
+    with torch.no_grad():  # move LN gains and biases away from their 1/0 init
+        for name, p in reference.named_parameters():
+            if name.endswith("bias") or "ln" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    ids = tokens(CONFIG.max_len)
+    with torch.no_grad():
+        expected_logits, expected_hidden = reference(torch.from_numpy(ids)[None])
+    numpy_model = TransformerModel(CONFIG, reference.numpy_state())
+    logits, hidden = numpy_model.forward(ids)
+    np.testing.assert_allclose(logits, expected_logits[0].numpy(), atol=1e-4)
+    np.testing.assert_allclose(hidden, expected_hidden[0].numpy(), atol=1e-4)
+
+
+def test_incremental_equals_full_forward(model: TransformerModel) -> None:
+    ids = tokens(30)
+    full = TransformerModel(CONFIG, random_params(CONFIG)).forward(ids).logits  # [30, V]
+    pieces = [model.forward(ids[a:b]).logits for a, b in [(0, 7), (7, 8), (8, 20), (20, 30)]]
+    np.testing.assert_allclose(np.concatenate(pieces), full, atol=1e-5)
+    assert model.cache.length == model.cache.n_causal == 30
+
+
+def test_truncate_then_extend_equals_fresh(model: TransformerModel) -> None:
+    ids, other = tokens(25), tokens(25, seed=2)
+    model.forward(ids)
+    model.cache.truncate(10)
+    extended = model.forward(other[10:]).logits
+    fresh = TransformerModel(CONFIG, random_params(CONFIG)).forward(np.r_[ids[:10], other[10:]])
+    np.testing.assert_allclose(extended, fresh.logits[10:], atol=1e-5)
+
+
+def test_probs_reuses_prefix_after_rejection(model: TransformerModel) -> None:
+    ids, other = tokens(20), tokens(20, seed=3)
+    model.probs(ids)
+    shorter = np.r_[ids[:12], other[:5]]
+    np.testing.assert_allclose(model.probs(shorter),
+                               TransformerModel(CONFIG, random_params(CONFIG)).probs(shorter),
+                               atol=1e-6)
+    assert model.cache.length == 17
+
+
+# A tree of 6 nodes after a 5-token prefix:   0 -> 1 -> 3,  0 -> 2 -> 4 -> 5
+PARENTS = [-1, 0, 0, 1, 2, 4]
+
+
+def tree_mask(parents: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestor-or-self mask [n, n] and depths [n] of a tree given by parent indices."""
+    n = len(parents)
+    mask, depth = np.eye(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    for node in range(n):
+        parent = parents[node]
+        if parent >= 0:
+            mask[node] |= mask[parent]
+            depth[node] = depth[parent] + 1
+    return mask, depth
+
+
+def path_to(node: int) -> list[int]:
+    path = [node]
+    while PARENTS[path[-1]] >= 0:
+        path.append(PARENTS[path[-1]])
+    return path[::-1]
+
+
+def test_tree_mask_matches_each_path(model: TransformerModel) -> None:
+    prefix, nodes = tokens(5), tokens(len(PARENTS), seed=4)
+    mask, depth = tree_mask(PARENTS)
+    model.forward(prefix)
+    tree = model.forward(nodes, positions=len(prefix) + depth, mask=mask)
+    reference = TransformerModel(CONFIG, random_params(CONFIG))
+    for node in range(len(PARENTS)):
+        path = path_to(node)
+        expected = reference.logits(np.r_[prefix, nodes[path]])[-1]
+        np.testing.assert_allclose(tree.logits[node], expected, atol=1e-5)
+        expected_hidden = reference.hidden(np.r_[prefix, nodes[path]])[-1]
+        np.testing.assert_allclose(tree.hidden[node], expected_hidden, atol=1e-5)
+
+
+def test_keep_path_then_extend_equals_fresh(model: TransformerModel) -> None:
+    prefix, nodes, more = tokens(5), tokens(len(PARENTS), seed=4), tokens(3, seed=5)
+    mask, depth = tree_mask(PARENTS)
+    model.forward(prefix)
+    model.forward(nodes, positions=len(prefix) + depth, mask=mask)
+    assert model.cache.n_causal == 5
+    path = path_to(5)  # nodes 0, 2, 4, 5
+    model.cache.keep_path(len(prefix) + np.array(path))
+    sequence = np.r_[prefix, nodes[path], more]
+    np.testing.assert_allclose(model.logits(sequence),  # reuses all 9 kept entries
+                               TransformerModel(CONFIG, random_params(CONFIG)).logits(sequence),
+                               atol=1e-5)
+    assert model.cache.n_causal == len(sequence)
+
+
+def test_probs_rows_sum_to_one(model: TransformerModel) -> None:
+    p = model.probs(tokens(30))
+    assert p.shape == (30, CONFIG.vocab_size) and p.dtype == np.float64
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+    assert model.probs([]).shape == (0, CONFIG.vocab_size)
+
+
+@pytest.mark.parametrize("bad", [[1, 2, 13], [-1], [[1, 2]]])
+def test_bad_tokens_raise(model: TransformerModel, bad: list) -> None:
+    with pytest.raises(ValueError, match="tokens"):
+        model.probs(bad)
+
+
+def test_too_long_raises(model: TransformerModel) -> None:
+    with pytest.raises(ValueError, match="max_len"):
+        model.probs(tokens(CONFIG.max_len + 1))
+
+
+def test_bad_mask_and_positions_raise(model: TransformerModel) -> None:
+    with pytest.raises(ValueError, match="mask"):
+        model.forward(tokens(3), mask=np.zeros((3, 3), dtype=bool))
+    with pytest.raises(ValueError, match="positions"):
+        model.forward(tokens(2), positions=[0, CONFIG.max_len])
+
+
+def test_load_npz_checks_file(tmp_path) -> None:
+    path = tmp_path / "tiny.npz"
+    np.savez(path, **{k: v.astype(np.float16) for k, v in random_params(CONFIG).items()})
+    digest = file_sha256(path)
+    loaded = TransformerModel.from_npz(path, CONFIG, digest)
+    assert loaded.probs(tokens(4)).shape == (4, CONFIG.vocab_size)
+    with pytest.raises(FileNotFoundError, match="missing.npz"):
+        load_npz(tmp_path / "missing.npz", digest)
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ValueError, match="tiny.npz"):
+        load_npz(path, digest)
+    with pytest.raises(ValueError, match="tiny.npz"):
+        load_npz(path, file_sha256(path))  # checksum fits, but the archive is broken
