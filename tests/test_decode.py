@@ -26,7 +26,13 @@ from specdec_lite import (
 )
 from specdec_lite.theory import acceptance_probability, expected_tokens_per_step
 
-RULE_CASES = [("exact", {}), ("greedy", {}), ("typical", {}), ("threshold", {"theta": 0.5}), ("threshold", {"theta": 2.0})]
+RULE_CASES = [
+    ("exact", {}),
+    ("greedy", {}),
+    ("typical", {}),
+    ("threshold", {"theta": 0.5}),
+    ("threshold", {"theta": 2.0}),
+]
 RULE_IDS = ["exact", "greedy", "typical", "threshold-0.5", "threshold-2"]
 
 
@@ -84,7 +90,9 @@ def test_greedy_speculative_equals_greedy_target_ngram(ngrams, rule, params):
     assert want == greedy_reference(target, prompt, n)
     # θ ≥ 1 accepts nothing at T = 0 (slowest case): fewer k there; the Markov test covers 1..8
     for k in range(1, 9) if params.get("theta", 0) < 1 else (1, 8):
-        gen = speculative_generate(target, draft, prompt, k=k, max_new_tokens=n, temperature=0, rule=rule, **params)
+        gen = speculative_generate(
+            target, draft, prompt, k=k, max_new_tokens=n, temperature=0, rule=rule, **params
+        )
         assert gen.tokens.tolist() == want, (rule, k)
         check_trace(gen, n)
         if rule == "threshold" and params["theta"] >= 1:
@@ -98,7 +106,15 @@ def test_greedy_speculative_equals_greedy_target_markov(rule, params):
         want = greedy_reference(target, [0], 25)
         for k in range(1, 9):
             gen = speculative_generate(
-                target, draft, [0], k=k, max_new_tokens=25, temperature=0, rule=rule, seed=seed, **params
+                target,
+                draft,
+                [0],
+                k=k,
+                max_new_tokens=25,
+                temperature=0,
+                rule=rule,
+                seed=seed,
+                **params,
             )
             assert gen.tokens.tolist() == want, (rule, k, seed)
 
@@ -124,7 +140,9 @@ def test_never_more_than_max_new_tokens():
     for k in range(1, 9):
         for n in range(13):
             temperature = 0.0 if n % 3 == 0 else 1.0
-            gen = speculative_generate(target, draft, [0, 1], k=k, max_new_tokens=n, temperature=temperature, seed=rng)
+            gen = speculative_generate(
+                target, draft, [0, 1], k=k, max_new_tokens=n, temperature=temperature, seed=rng
+            )
             assert len(gen.tokens) == n, (k, n)
             check_trace(gen, n)
             # a step drafts k tokens unless fewer than k + 1 remain: truncation only at the end
@@ -164,8 +182,12 @@ def test_eos_stops_and_is_included():
     hits = 0
     for seed in range(20):
         for k in (1, 3, 6):
-            full = speculative_generate(target, draft, [0], k=k, max_new_tokens=12, seed=seed).tokens.tolist()
-            gen = speculative_generate(target, draft, [0], k=k, max_new_tokens=12, seed=seed, eos_id=3)
+            full = speculative_generate(
+                target, draft, [0], k=k, max_new_tokens=12, seed=seed
+            ).tokens.tolist()
+            gen = speculative_generate(
+                target, draft, [0], k=k, max_new_tokens=12, seed=seed, eos_id=3
+            )
             cut = full[: full.index(3) + 1] if 3 in full else full
             assert gen.tokens.tolist() == cut
             check_trace(gen, 12)
@@ -198,7 +220,9 @@ def full_steps(k: int, n_steps: int, seed: int) -> list:
     rng = np.random.default_rng(seed)
     steps = []
     while len(steps) < n_steps:
-        gen = speculative_generate(TableModel(P_TABLE), TableModel(Q_TABLE), [0], k=k, max_new_tokens=300, seed=rng)
+        gen = speculative_generate(
+            TableModel(P_TABLE), TableModel(Q_TABLE), [0], k=k, max_new_tokens=300, seed=rng
+        )
         steps += [s for s in gen.steps if len(s.proposed) == k]
     return steps[:n_steps]
 
@@ -225,6 +249,6 @@ def test_tokens_per_target_call_match_theory(k):
     assert abs(per_token - alpha) < 4 * math.sqrt(alpha * (1 - alpha) / (accepted + rejected))
     all_acc = np.mean([s.n_accepted == k for s in steps])
     assert abs(all_acc - alpha**k) < 4 * math.sqrt(alpha**k * (1 - alpha**k) / n_steps)
-    # Generation.acceptance_rate is accepted / proposed = E[N]/k = α(1 − α^k)/((1 − α)k): it falls with k
+    # acceptance_rate = accepted / proposed = E[N]/k = α(1 − α^k)/((1 − α)k): it falls with k
     rate = accepted / (k * len(steps))
     assert rate == pytest.approx(alpha * (1 - alpha**k) / ((1 - alpha) * k), rel=0.03)

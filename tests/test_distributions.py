@@ -48,7 +48,7 @@ def test_softmax_matches_formula_and_handles_minus_inf():
 @pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0, 1.5, 4.0])
 def test_apply_temperature_matches_power_formula(temperature):
     out = apply_temperature(P, temperature)
-    for row, p in zip(out, P):
+    for row, p in zip(out, P, strict=True):
         w = [x ** (1 / temperature) if x > 0 else 0.0 for x in p]
         np.testing.assert_allclose(row, np.array(w) / sum(w), rtol=1e-12)
     assert out[1, 2] == 0.0  # zero stays zero
@@ -76,7 +76,7 @@ def test_check_temperature_rejects(bad):
 def test_top_k_matches_brute_force():
     for top_k in range(1, 8):
         out = top_k_filter(P, top_k)
-        for row, p in zip(out, P):
+        for row, p in zip(out, P, strict=True):
             keep = sorted(range(6), key=lambda i: (-p[i], i))[:top_k]
             want = np.array([p[i] if i in keep else 0.0 for i in range(6)])
             np.testing.assert_allclose(row, want / want.sum())
@@ -87,7 +87,7 @@ def test_top_k_matches_brute_force():
 def test_top_p_matches_brute_force():
     for top_p in (0.05, 0.3, 0.5, 0.9, 1.0):
         out = top_p_filter(P, top_p)
-        for row, p in zip(out, P):
+        for row, p in zip(out, P, strict=True):
             order = sorted(range(6), key=lambda i: (-p[i], i))
             keep, mass = [], 0.0
             for i in order:
@@ -123,8 +123,10 @@ def test_sample_frequencies():
 
 def test_overlap_tv_entropy_brute_force():
     p, q = P[0], P[1]
-    assert overlap(p, q) == pytest.approx(sum(min(a, b) for a, b in zip(p, q)))
-    assert tv_distance(p, q) == pytest.approx(0.5 * sum(abs(a - b) for a, b in zip(p, q)))
+    assert overlap(p, q) == pytest.approx(sum(min(a, b) for a, b in zip(p, q, strict=True)))
+    assert tv_distance(p, q) == pytest.approx(
+        0.5 * sum(abs(a - b) for a, b in zip(p, q, strict=True))
+    )
     assert tv_distance(p, q) == pytest.approx(1 - overlap(p, q))
     assert entropy(q) == pytest.approx(-sum(x * math.log(x) for x in q if x > 0))
     assert entropy(np.array([0.0, 1.0])) == 0.0

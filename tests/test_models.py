@@ -28,7 +28,9 @@ def brute_counts(ids: list[int], max_m: int) -> list[Counter]:
     return counts
 
 
-def brute_probs(ids: list[int], tokens: list[int], order: int, smoothing: str, add_k: float = 0.1) -> np.ndarray:
+def brute_probs(
+    ids: list[int], tokens: list[int], order: int, smoothing: str, add_k: float = 0.1
+) -> np.ndarray:
     counts = brute_counts(ids, order - 1)
     out = []
     for i in range(len(tokens)):

@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec_lite.theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
+from specdec_lite.theory import (
+    acceptance_probability,
+    expected_speedup,
+    expected_tokens_per_step,
+    optimal_k,
+)
 
 
 def brute_tokens(alpha: float, k: int) -> float:
@@ -24,7 +29,9 @@ def test_reference_check_values():
 @pytest.mark.parametrize("k", [0, 1, 2, 5, 10])
 def test_tokens_per_step_matches_brute_force(alpha, k):
     assert expected_tokens_per_step(alpha, k) == pytest.approx(brute_tokens(alpha, k), rel=1e-9)
-    assert expected_tokens_per_step(alpha, k) == pytest.approx(sum(alpha**i for i in range(k + 1)), rel=1e-12)
+    assert expected_tokens_per_step(alpha, k) == pytest.approx(
+        sum(alpha**i for i in range(k + 1)), rel=1e-12
+    )
 
 
 def test_alpha_one_limit_and_vectors():
@@ -36,7 +43,9 @@ def test_alpha_one_limit_and_vectors():
     want = [[brute_tokens(a, int(k)) for a in alphas] for k in ks[:, 0]]
     np.testing.assert_allclose(got, want)
     sp = expected_speedup(alphas, 3, np.array([[0.0], [0.5]]))
-    np.testing.assert_allclose(sp, [[brute_tokens(a, 3) / (3 * c + 1) for a in alphas] for c in (0.0, 0.5)])
+    np.testing.assert_allclose(
+        sp, [[brute_tokens(a, 3) / (3 * c + 1) for a in alphas] for c in (0.0, 0.5)]
+    )
     assert isinstance(expected_tokens_per_step(0.5, 2), float)
 
 
@@ -63,7 +72,9 @@ def test_acceptance_probability():
     assert acceptance_probability(p, p) == pytest.approx(1.0)
     assert acceptance_probability([1.0, 0.0], [0.0, 1.0]) == 0.0
     rows = np.random.default_rng(0).dirichlet(np.ones(3), size=5)
-    np.testing.assert_allclose(acceptance_probability(rows, q), [sum(map(min, zip(r, q))) for r in rows])
+    np.testing.assert_allclose(
+        acceptance_probability(rows, q), [sum(map(min, zip(r, q, strict=True))) for r in rows]
+    )
     with pytest.raises(ValueError, match="q"):
         acceptance_probability(p, [0.5, 0.5])
     with pytest.raises(ValueError, match="p"):

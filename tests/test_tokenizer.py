@@ -44,7 +44,13 @@ def test_custom_alphabet_brute_force():
 
 @pytest.mark.parametrize(
     ("text", "char", "pos"),
-    [("abc\tdef", "\\t", 3), ("é", "é", 0), ("ok 🙂 ok", "🙂", 3), ("x\u2028", "\\u2028", 1), ("ab\ud800", "\\ud800", 2)],
+    [
+        ("abc\tdef", "\\t", 3),
+        ("é", "é", 0),
+        ("ok 🙂 ok", "🙂", 3),
+        ("x\u2028", "\\u2028", 1),
+        ("ab\ud800", "\\ud800", 2),
+    ],
 )
 def test_unknown_character_error_names_char_and_position(text, char, pos):
     tok = CharTokenizer.ascii()

@@ -46,7 +46,14 @@ class BadModel:
 
 
 def spec(**overrides):
-    kwargs = {"target": GOOD, "draft": OTHER, "prompt": [0, 1], "k": 3, "max_new_tokens": 8, "seed": 0}
+    kwargs = {
+        "target": GOOD,
+        "draft": OTHER,
+        "prompt": [0, 1],
+        "k": 3,
+        "max_new_tokens": 8,
+        "seed": 0,
+    }
     kwargs.update(overrides)
     target, draft, prompt = kwargs.pop("target"), kwargs.pop("draft"), kwargs.pop("prompt")
     return lambda: speculative_generate(target, draft, prompt, **kwargs)
@@ -116,11 +123,28 @@ CASES = [
     ("seed=-1", spec(seed=-1), "seed"),
     ("plain seed=[1]", plain(seed=[1]), "seed"),
     # verify directly
-    ("verify unknown rule", lambda: verify([0], ROW[None], np.stack([ROW, ROW]), None, rule="x"), "rule"),
-    ("verify theta<=0", lambda: verify([0], ROW[None], np.stack([ROW, ROW]), np.random.default_rng(0),
-                                       rule="threshold", theta=0.0), "theta"),
-    ("verify shapes", lambda: verify([0, 1], ROW[None], np.stack([ROW, ROW]), np.random.default_rng(0)),
-     "target_probs"),
+    (
+        "verify unknown rule",
+        lambda: verify([0], ROW[None], np.stack([ROW, ROW]), None, rule="x"),
+        "rule",
+    ),
+    (
+        "verify theta<=0",
+        lambda: verify(
+            [0],
+            ROW[None],
+            np.stack([ROW, ROW]),
+            np.random.default_rng(0),
+            rule="threshold",
+            theta=0.0,
+        ),
+        "theta",
+    ),
+    (
+        "verify shapes",
+        lambda: verify([0, 1], ROW[None], np.stack([ROW, ROW]), np.random.default_rng(0)),
+        "target_probs",
+    ),
     # models
     ("NGramModel order", lambda: NGramModel(0, V), "order"),
     ("NGramModel vocab_size", lambda: NGramModel(2, 0), "vocab_size"),

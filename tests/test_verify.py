@@ -123,7 +123,12 @@ def test_bonus_and_k_zero():
     assert res == Verification(res.tokens, 2, "bonus")
     np.testing.assert_array_equal(res.tokens, [0, 0, 3])
     # k = 0: one token from p_1
-    res = verify(np.zeros(0, dtype=int), np.zeros((0, 4)), one([0.0, 1.0, 0.0, 0.0]), np.random.default_rng(0))
+    res = verify(
+        np.zeros(0, dtype=int),
+        np.zeros((0, 4)),
+        one([0.0, 1.0, 0.0, 0.0]),
+        np.random.default_rng(0),
+    )
     assert res.n_accepted == 0 and res.extra == "bonus"
     np.testing.assert_array_equal(res.tokens, [1])
     for rule, params in [("greedy", {}), ("threshold", {"theta": 0.5}), ("typical", {})]:
@@ -137,7 +142,11 @@ def test_greedy_rule():
     p3 = np.array([0.0, 0.0, 0.2, 0.8])  # argmax 3
     target = np.stack([p1, p2, p3])
     q = np.stack([P, P])
-    cases = [([1, 0], 2, [1, 0, 3], "bonus"), ([1, 3], 1, [1, 0], "correction"), ([2, 0], 0, [1], "correction")]
+    cases = [
+        ([1, 0], 2, [1, 0, 3], "bonus"),
+        ([1, 3], 1, [1, 0], "correction"),
+        ([2, 0], 0, [1], "correction"),
+    ]
     for draft, n, tokens, extra in cases:
         res = verify(draft, q, target, None, rule="greedy")
         assert res.n_accepted == n and res.extra == extra
@@ -149,7 +158,12 @@ def test_threshold_rule_accepts_while_ratio_exceeds_theta():
     q = np.stack([Q, Q, Q])
     target = np.stack([P, P, P, P])
     rng = np.random.default_rng(0)
-    for theta, draft, n in [(0.5, [0, 1, 3], 2), (1.0, [0, 2, 1], 2), (2.9, [2, 0, 2], 1), (0.1, [3, 3, 3], 3)]:
+    for theta, draft, n in [
+        (0.5, [0, 1, 3], 2),
+        (1.0, [0, 2, 1], 2),
+        (2.9, [2, 0, 2], 1),
+        (0.1, [3, 3, 3], 3),
+    ]:
         res = verify(draft, q, target, rng, rule="threshold", theta=theta)
         ratios = P[draft] / Q[draft]
         want = next((i for i, r in enumerate(ratios) if not r > theta), 3)
@@ -162,12 +176,26 @@ def test_typical_cutoff_hand_computation():
     for eps, delta in [(0.09, 0.3), (0.5, 0.3), (0.2, 1.0)]:
         cutoff = min(eps, delta * math.exp(-h))
         for x in range(4):
-            res = verify([x], one(Q), np.stack([p, p]), np.random.default_rng(0), rule="typical", eps=eps, delta=delta)
+            res = verify(
+                [x],
+                one(Q),
+                np.stack([p, p]),
+                np.random.default_rng(0),
+                rule="typical",
+                eps=eps,
+                delta=delta,
+            )
             assert res.n_accepted == int(p[x] > cutoff), (eps, delta, x, cutoff)
-    # defaults are eps=0.09, delta=0.3: cutoff = min(0.09, 0.3·e^−H) ≈ 0.09 here → token 2 (0.1) kept, 3 not
+    # defaults eps=0.09, delta=0.3: cutoff = min(0.09, 0.3·e^−H) ≈ 0.09 → token 2 (0.1) kept, 3 not
     assert check_rule("typical", {}) == {"eps": 0.09, "delta": 0.3}
-    assert verify([2], one(Q), np.stack([p, p]), np.random.default_rng(0), rule="typical").n_accepted == 1
-    assert verify([3], one(Q), np.stack([p, p]), np.random.default_rng(0), rule="typical").n_accepted == 0
+    assert (
+        verify([2], one(Q), np.stack([p, p]), np.random.default_rng(0), rule="typical").n_accepted
+        == 1
+    )
+    assert (
+        verify([3], one(Q), np.stack([p, p]), np.random.default_rng(0), rule="typical").n_accepted
+        == 0
+    )
 
 
 @pytest.mark.parametrize("rule", RULES)
