@@ -17,9 +17,20 @@ from .distributions import (
     top_p_filter,
     tv_distance,
 )
+from .medusa import (
+    MedusaHeads,
+    Tree,
+    chain_tree,
+    dense_tree,
+    make_tree,
+    medusa_generate,
+    sparse_tree,
+)
 from .models import MarkovModel, Model, NGramModel, TableModel
+from .pretrained import Pretrained, load_pretrained
 from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
 from .tokenizer import CharTokenizer
+from .transformer import TransformerConfig, TransformerModel
 from .verify import RULES, Verification, residual, verify
 
 __all__ = [
@@ -27,24 +38,35 @@ __all__ = [
     "CharTokenizer",
     "Generation",
     "MarkovModel",
+    "MedusaHeads",
     "Model",
     "NGramModel",
+    "Pretrained",
     "Step",
     "TableModel",
+    "TransformerConfig",
+    "TransformerModel",
+    "Tree",
     "Verification",
     "acceptance_probability",
     "apply_temperature",
+    "chain_tree",
     "check_probs",
+    "dense_tree",
     "entropy",
     "expected_speedup",
     "expected_tokens_per_step",
     "fit_ngrams",
     "generate",
+    "load_pretrained",
     "load_text",
+    "make_tree",
+    "medusa_generate",
     "optimal_k",
     "residual",
     "sample",
     "softmax",
+    "sparse_tree",
     "speculative_generate",
     "top_k_filter",
     "top_p_filter",
