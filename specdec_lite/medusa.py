@@ -49,7 +49,7 @@ import numpy as np
 
 from .decode import Generation, Step, _check_eos, _check_int, _cut_at_eos, _start
 from .distributions import apply_temperature, as_generator, check_temperature, entropy, sample
-from .transformer import TransformerModel, load_npz
+from .transformer import Output, TransformerModel, load_npz
 from .verify import check_rule, verify
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
@@ -211,6 +211,90 @@ def top_k_accuracy(heads: MedusaHeads, hidden: np.ndarray, tokens: np.ndarray,
     return out
 
 
+def windowed_forward(model: TransformerModel, ids: np.ndarray) -> Output:
+    """Logits [n, V] and hidden states [n, d] of ``model`` over a long text ``ids`` [n],
+    in consecutive windows of ``max_len`` tokens (each window starts with an empty
+    context, so a window's first rows see less context than a running decoder would)."""
+    ids = np.asarray(ids)
+    length = model.config.max_len
+    logits, hidden = [], []
+    for start in range(0, len(ids), length):
+        model.cache.truncate(0)
+        out = model.forward(ids[start : start + length])
+        logits.append(out.logits)
+        hidden.append(out.hidden)
+    model.cache.truncate(0)
+    return Output(np.concatenate(logits), np.concatenate(hidden))
+
+
+def head_loss_grads(params: dict[str, np.ndarray], h: np.ndarray,
+                    want: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Mean cross-entropy of each head [H] and its gradients, for hidden states h [B, d]
+    and wanted tokens ``want`` [H, B]; ``params`` holds w1 [H, d, d], b1 [H, d], w2 [H, d, V].
+    """
+    z = h @ params["w1"] + params["b1"][:, None]  # [H, B, d]
+    gate = 1.0 / (1.0 + np.exp(-z))  # [H, B, d] sigmoid
+    u = h + z * gate  # [H, B, d]: residual + SiLU
+    logits = u @ params["w2"]  # [H, B, V]
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    probs = np.exp(logits)
+    probs /= probs.sum(axis=-1, keepdims=True)  # [H, B, V]
+    picked = np.take_along_axis(probs, want[..., None], axis=-1)[..., 0]  # [H, B]
+    grad_logits = probs.copy()
+    np.put_along_axis(grad_logits, want[..., None], picked[..., None] - 1, axis=-1)
+    grad_logits /= h.shape[0]  # [H, B, V]: d(mean CE)/d(logits) = (softmax - onehot) / B
+    grad_u = grad_logits @ params["w2"].transpose(0, 2, 1)  # [H, B, d]
+    grad_z = grad_u * gate * (1 + z * (1 - gate))  # SiLU'(z) = s (1 + z (1 - s))
+    grads = {"w1": h.T @ grad_z, "b1": grad_z.sum(axis=1),
+             "w2": u.transpose(0, 2, 1) @ grad_logits}
+    return -np.log(picked).mean(axis=1), grads
+
+
+def fit_heads(
+    hidden: np.ndarray,
+    tokens: np.ndarray,
+    unembed: np.ndarray,
+    n_heads: int,
+    *,
+    steps: int,
+    batch: int = 256,
+    lr: float = 1e-3,
+    seed: int | np.random.Generator | None = None,
+) -> tuple[MedusaHeads, np.ndarray]:
+    """Train Medusa heads in numpy on frozen hidden states, with Adam and hand-written
+    gradients (the torch trainer in ``specdec_lite.train`` does the same at scale).
+
+    ``hidden[t]`` ([n, d]) is the target's state after ``tokens[: t + 1]``; head i learns
+    to predict ``tokens[t + i + 2]`` with cross-entropy. W1 and b1 start at zero and W2 at
+    the target's output matrix ``unembed`` ([d, V]), so step 0 is "every head repeats the
+    target's next-token guess". Returns the heads and the loss per step and head [steps, H].
+    """
+    hidden = np.asarray(hidden, dtype=np.float32)  # [n, d]
+    tokens = np.asarray(tokens)
+    n, d = hidden.shape
+    steps = _check_int("steps", steps, 1)
+    n_heads = _check_int("n_heads", n_heads, 1)
+    if len(tokens) != n or n < n_heads + 3:
+        raise ValueError(f"tokens must match hidden's {n} rows and exceed n_heads + 2")
+    rng = as_generator(seed)
+    params = {"w1": np.zeros((n_heads, d, d), np.float32), "b1": np.zeros((n_heads, d), np.float32),
+              "w2": np.repeat(np.asarray(unembed, np.float32)[None], n_heads, axis=0)}
+    moments = {name: (np.zeros_like(p), np.zeros_like(p)) for name, p in params.items()}
+    offsets = np.arange(n_heads)[:, None] + 2  # [H, 1]
+    losses = np.zeros((steps, n_heads))
+    for step in range(steps):
+        t = rng.integers(0, n - n_heads - 1, batch)  # [B]
+        h, want = hidden[t], tokens[t[None, :] + offsets]  # [B, d], [H, B]
+        losses[step], grads = head_loss_grads(params, h, want)
+        for name, g in grads.items():  # Adam, betas (0.9, 0.999)
+            m, v = moments[name]
+            m += 0.1 * (g - m)
+            v += 0.001 * (g * g - v)
+            m_hat, v_hat = m / (1 - 0.9 ** (step + 1)), v / (1 - 0.999 ** (step + 1))
+            params[name] -= lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+    return MedusaHeads(params["w1"], params["b1"], params["w2"]), losses
+
+
 def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """Candidate tokens [N] for the tree's nodes (root excluded) from head logits [H, V].
@@ -368,8 +452,11 @@ __all__ = [
     "Tree",
     "chain_tree",
     "dense_tree",
+    "fit_heads",
+    "head_loss_grads",
     "make_tree",
     "medusa_generate",
     "sparse_tree",
     "top_k_accuracy",
+    "windowed_forward",
 ]

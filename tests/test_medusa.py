@@ -12,10 +12,13 @@ from specdec_lite.medusa import (
     MedusaHeads,
     chain_tree,
     dense_tree,
+    fit_heads,
+    head_loss_grads,
     make_tree,
     medusa_generate,
     sparse_tree,
     top_k_accuracy,
+    windowed_forward,
 )
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
@@ -31,20 +34,29 @@ def target_model(config: TransformerConfig = CONFIG, seed: int = 0, scale: float
 def random_heads(config: TransformerConfig, n_heads: int = 3, seed: int = 5) -> MedusaHeads:
     rng = np.random.default_rng(seed)
     d, v = config.d_model, config.vocab_size
-    return MedusaHeads(0.2 * rng.standard_normal((n_heads, d, d)),
-                       0.1 * rng.standard_normal((n_heads, d)),
-                       rng.standard_normal((n_heads, d, v)))
+    return MedusaHeads(
+        0.2 * rng.standard_normal((n_heads, d, d)),
+        0.1 * rng.standard_normal((n_heads, d)),
+        rng.standard_normal((n_heads, d, v)),
+    )
 
 
 class OracleHeads(MedusaHeads):
     """Heads that know the target's greedy continuation ``reference`` and put the right
     token first with probability ``hit`` (else second), so acceptance varies on purpose."""
 
-    def __init__(self, target: TransformerModel, reference: np.ndarray, n_heads: int,
-                 hit: float, seed: int = 0) -> None:
+    def __init__(
+        self,
+        target: TransformerModel,
+        reference: np.ndarray,
+        n_heads: int,
+        hit: float,
+        seed: int = 0,
+    ) -> None:
         v, d = target.vocab_size, target.config.d_model
-        super().__init__(np.zeros((n_heads, d, d)), np.zeros((n_heads, d)),
-                         np.zeros((n_heads, d, v)))
+        super().__init__(
+            np.zeros((n_heads, d, d)), np.zeros((n_heads, d)), np.zeros((n_heads, d, v))
+        )
         self.target, self.reference, self.hit = target, reference, hit
         self.rng = np.random.default_rng(seed)
 
@@ -69,12 +81,17 @@ def test_make_tree_structure() -> None:
     assert tree.parent.tolist() == [-1, 0, 0, 1, 1, 3]
     assert tree.depth.tolist() == [0, 1, 1, 2, 2, 3]
     assert tree.rank.tolist() == [-1, 0, 1, 0, 1, 0]
-    expected = np.array([[1, 0, 0, 0, 0, 0],
-                         [1, 1, 0, 0, 0, 0],
-                         [1, 0, 1, 0, 0, 0],
-                         [1, 1, 0, 1, 0, 0],
-                         [1, 1, 0, 0, 1, 0],
-                         [1, 1, 0, 1, 0, 1]], dtype=bool)
+    expected = np.array(
+        [
+            [1, 0, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0, 0],
+            [1, 0, 1, 0, 0, 0],
+            [1, 1, 0, 1, 0, 0],
+            [1, 1, 0, 0, 1, 0],
+            [1, 1, 0, 1, 0, 1],
+        ],
+        dtype=bool,
+    )
     np.testing.assert_array_equal(tree.mask, expected)
     assert tree.n_nodes == 6 and tree.max_depth == 3 and not tree.is_chain
 
@@ -93,10 +110,16 @@ def test_sparse_tree_keeps_likely_paths() -> None:
     assert set(tree.paths) == {(0,), (0, 0), (1,), (0, 1)}
 
 
-@pytest.mark.parametrize("choices, message", [
-    ([], "at least one"), ([(0,), (0,)], "duplicate"), ([(0, 1)], "prefix-closed"),
-    ([(-1,)], ">= 0"), ([()], ">= 0"),
-])
+@pytest.mark.parametrize(
+    "choices, message",
+    [
+        ([], "at least one"),
+        ([(0,), (0,)], "duplicate"),
+        ([(0, 1)], "prefix-closed"),
+        ([(-1,)], ">= 0"),
+        ([()], ">= 0"),
+    ],
+)
 def test_make_tree_rejects_bad_choices(choices, message) -> None:
     with pytest.raises(ValueError, match=message):
         make_tree(choices)
@@ -191,22 +214,36 @@ def test_same_seed_same_tokens() -> None:
     heads = random_heads(CONFIG)
     prompt = np.array([1, 2])
     for rule, tree in (("typical", dense_tree([2, 2, 1])), ("exact", chain_tree(3))):
-        runs = [medusa_generate(target, heads, prompt, max_new_tokens=30, temperature=1.0,
-                                rule=rule, tree=tree, seed=s).tokens for s in (7, 7, 8)]
+        runs = [
+            medusa_generate(
+                target,
+                heads,
+                prompt,
+                max_new_tokens=30,
+                temperature=1.0,
+                rule=rule,
+                tree=tree,
+                seed=s,
+            ).tokens
+            for s in (7, 7, 8)
+        ]
         np.testing.assert_array_equal(runs[0], runs[1])
         assert not np.array_equal(runs[0], runs[2])
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"rule": "threshold"}, ValueError, "rule"),
-    ({"rule": "exact", "tree": dense_tree([2, 1, 1])}, ValueError, "chain"),
-    ({"tree": chain_tree(5)}, ValueError, "depth"),
-    ({"tree": [(0,)]}, TypeError, "tree"),
-    ({"max_new_tokens": 80}, ValueError, "max_new_tokens"),
-    ({"max_new_tokens": -1}, ValueError, "max_new_tokens"),
-    ({"temperature": -1.0}, ValueError, "temperature"),
-    ({"eps": 0.1}, TypeError, "eps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"rule": "threshold"}, ValueError, "rule"),
+        ({"rule": "exact", "tree": dense_tree([2, 1, 1])}, ValueError, "chain"),
+        ({"tree": chain_tree(5)}, ValueError, "depth"),
+        ({"tree": [(0,)]}, TypeError, "tree"),
+        ({"max_new_tokens": 80}, ValueError, "max_new_tokens"),
+        ({"max_new_tokens": -1}, ValueError, "max_new_tokens"),
+        ({"temperature": -1.0}, ValueError, "temperature"),
+        ({"eps": 0.1}, TypeError, "eps"),
+    ],
+)
 def test_bad_arguments(kwargs, error, message) -> None:
     args = {"max_new_tokens": 5} | kwargs
     with pytest.raises(error, match=message):
@@ -252,9 +289,22 @@ def chain_samples(rule: str, temperature: float, **params) -> list[tuple]:
     target = target_model(TINY, seed=2)
     heads = random_heads(TINY, n_heads=3, seed=9)
     rng = np.random.default_rng(2024)
-    return [tuple(medusa_generate(target, heads, [0], max_new_tokens=LENGTH, rule=rule,
-                                  temperature=temperature, tree=chain_tree(3), seed=rng,
-                                  **params).tokens.tolist()) for _ in range(N)]
+    return [
+        tuple(
+            medusa_generate(
+                target,
+                heads,
+                [0],
+                max_new_tokens=LENGTH,
+                rule=rule,
+                temperature=temperature,
+                tree=chain_tree(3),
+                seed=rng,
+                **params,
+            ).tokens.tolist()
+        )
+        for _ in range(N)
+    ]
 
 
 @pytest.mark.slow
@@ -271,3 +321,57 @@ def test_typical_acceptance_is_detectably_lossy() -> None:
     # same heads, same tree, same seeds: typical acceptance at T = 1 is far off
     stat, df = chi2_statistic(chain_samples("typical", 1.0), expected)
     assert stat > 3 * chi2_critical(df), (stat, df)
+
+
+# ---------------------------------------------------------------- training heads in numpy
+
+
+def test_head_gradients_match_finite_differences() -> None:
+    rng = np.random.default_rng(0)
+    params = {
+        "w1": 0.3 * rng.standard_normal((2, 4, 4)),
+        "b1": 0.3 * rng.standard_normal((2, 4)),
+        "w2": rng.standard_normal((2, 4, 5)),
+    }
+    h, want = rng.standard_normal((6, 4)), rng.integers(0, 5, (2, 6))
+    _, grads = head_loss_grads(params, h, want)
+    for name, value in params.items():
+        numeric = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            old = value[index]
+            value[index] = old + 1e-6
+            up = head_loss_grads(params, h, want)[0].sum()
+            value[index] = old - 1e-6
+            down = head_loss_grads(params, h, want)[0].sum()
+            value[index] = old
+            numeric[index] = (up - down) / 2e-6
+        np.testing.assert_allclose(grads[name], numeric, atol=1e-6, err_msg=name)
+
+
+def test_fit_heads_learns_a_copy_task() -> None:
+    # the hidden state encodes the token two ahead (head 0) and three ahead (head 1)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 6, 400)
+    hidden = np.zeros((400, 16), dtype=np.float32)
+    hidden[np.arange(397), tokens[2:399]] = 1.0
+    hidden[np.arange(397), 6 + tokens[3:]] = 1.0
+    unembed = 0.01 * rng.standard_normal((16, 6))
+    heads, losses = fit_heads(hidden, tokens, unembed, 2, steps=300, batch=64, lr=0.05, seed=0)
+    assert losses.shape == (300, 2)
+    assert np.all(losses[-20:].mean(axis=0) < 0.1 * losses[0])
+    acc = top_k_accuracy(heads, hidden, tokens, top=1)
+    assert acc.min() > 0.95
+    again, _ = fit_heads(hidden, tokens, unembed, 2, steps=300, batch=64, lr=0.05, seed=0)
+    np.testing.assert_array_equal(again.w2, heads.w2)  # same seed, same heads
+
+
+def test_windowed_forward_restarts_each_window() -> None:
+    model, fresh = target_model(), target_model()
+    ids = np.random.default_rng(2).integers(0, 13, 150)  # windows of 64, 64, 22
+    out = windowed_forward(model, ids)
+    assert out.logits.shape == (150, 13) and out.hidden.shape == (150, 32)
+    for start in (0, 64, 128):
+        window = ids[start : start + 64]
+        np.testing.assert_allclose(
+            out.logits[start : start + len(window)], fresh.logits(window), atol=1e-5
+        )
