@@ -295,6 +295,26 @@ def fit_heads(
     return MedusaHeads(params["w1"], params["b1"], params["w2"]), losses
 
 
+def typical_first_token_tv(target_logits: np.ndarray, candidates: np.ndarray,
+                           temperature: float, eps: float = 0.09,
+                           delta: float = 0.3) -> np.ndarray:
+    """How far typical acceptance moves the first token of a chain step away from p.
+
+    At each of n positions, p = softmax(target_logits / T) ([n, V]) is the target's
+    distribution and ``candidates`` ([n]) is head 0's top token. If p(c) > min(eps,
+    delta * exp(-H(p))) the step emits c for sure, otherwise it samples from p, so the
+    first token's distribution is a point mass or p itself. Returns the exact TV distance
+    from p per position [n]: 1 - p(c) where c is accepted, else 0.
+    """
+    temperature = check_temperature(temperature)
+    params = check_rule("typical", {"eps": eps, "delta": delta})
+    p = apply_temperature(_softmax64(target_logits), temperature)  # [n, V]
+    candidates = np.asarray(candidates)
+    p_c = p[np.arange(len(p)), candidates]  # [n]
+    cutoff = np.minimum(params["eps"], params["delta"] * np.exp(-entropy(p)))  # [n]
+    return np.where(p_c > cutoff, 1.0 - p_c, 0.0)
+
+
 def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """Candidate tokens [N] for the tree's nodes (root excluded) from head logits [H, V].
@@ -458,5 +478,6 @@ __all__ = [
     "medusa_generate",
     "sparse_tree",
     "top_k_accuracy",
+    "typical_first_token_tv",
     "windowed_forward",
 ]

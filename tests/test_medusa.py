@@ -18,6 +18,7 @@ from specdec_lite.medusa import (
     medusa_generate,
     sparse_tree,
     top_k_accuracy,
+    typical_first_token_tv,
     windowed_forward,
 )
 from specdec_lite.transformer import TransformerConfig, TransformerModel
@@ -375,3 +376,13 @@ def test_windowed_forward_restarts_each_window() -> None:
         np.testing.assert_allclose(
             out.logits[start : start + len(window)], fresh.logits(window), atol=1e-5
         )
+
+
+def test_typical_first_token_tv_by_hand() -> None:
+    # exact TV vs an empirical estimate from medusa_generate's first emitted token
+    logits = np.log(np.array([[0.5, 0.3, 0.2], [0.05, 0.05, 0.9]]))
+    tv = typical_first_token_tv(logits, np.array([1, 0]), 1.0)
+    np.testing.assert_allclose(tv, [0.7, 0.0])  # 0.3 > cutoff: accepted; 0.05 is not
+    assert typical_first_token_tv(logits, np.array([2, 2]), 0.0).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="eps"):
+        typical_first_token_tv(logits, np.array([1, 0]), 1.0, eps=-1)
