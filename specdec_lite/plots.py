@@ -779,7 +779,7 @@ def plot_speculative_run(
     ax: plt.Axes | None = None,
 ) -> plt.Figure:
     """Run :func:`specdec_lite.speculative_generate` on ``prompt`` and draw its trace with
-    :func:`plot_trace`; the title gives k, T, τ and the measured acceptance."""
+    :func:`plot_trace`; the title gives k, T, the tokens and target calls, and τ."""
     from .decode import speculative_generate
 
     gen = speculative_generate(
