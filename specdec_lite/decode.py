@@ -21,7 +21,7 @@ import numpy as np
 
 from .distributions import apply_temperature, as_generator, check_probs, check_temperature, sample
 from .models import check_tokens
-from .verify import check_rule, verify
+from .verify import check_rule, verify_checked
 
 
 @dataclass(frozen=True)
@@ -97,13 +97,22 @@ def model_rows(
     model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float
 ) -> np.ndarray:
     """Call ``model.probs(tokens)`` once, validate it and return its last ``n_rows`` rows at
-    ``temperature``: [n_rows, V]."""
-    out = np.asarray(model.probs(tokens))
-    if out.ndim != 2 or out.shape[0] != len(tokens):
-        raise ValueError(
-            f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
-        )
-    rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
+    ``temperature``: [n_rows, V]. A model with ``last_probs(tokens, n_rows)`` (the
+    transformer) is asked for those rows only."""
+    last = getattr(model, "last_probs", None)
+    if last is not None:  # the transformer: a softmax of its logits, valid by construction
+        rows = last(tokens, n_rows)  # [n_rows, V] float64
+    else:
+        out = np.asarray(model.probs(tokens))
+        if out.ndim != 2 or out.shape[0] != len(tokens):
+            raise ValueError(
+                f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
+            )
+        rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
+    if temperature == 0:  # apply_temperature's one-hot of the first argmax, minus its overhead
+        return (np.arange(rows.shape[1]) == rows.argmax(axis=1)[:, None]).astype(np.float64)
+    if temperature == 1 and last is not None:  # apply_temperature would only copy fresh rows
+        return rows
     return apply_temperature(rows, temperature)
 
 
@@ -140,17 +149,19 @@ def generate(
     eos_id = _check_eos(eos_id, vocab)
     rng = as_generator(seed)
     start = time.perf_counter()
-    seq = list(prompt.tolist())
+    seq = np.concatenate([prompt, np.zeros(max_new_tokens, dtype=np.int64)])  # [n + max_new]
+    n = len(prompt)  # seq[:n] is the sequence so far; each call gets a view of it
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
     for _ in range(max_new_tokens):
-        p = model_rows(model, np.asarray(seq), 1, "model", temperature)[0]  # [V]
+        p = model_rows(model, seq[:n], 1, "model", temperature)[0]  # [V]
         gen.target_calls += 1
         token = int(np.argmax(p)) if temperature == 0 else sample(p, rng)
-        seq.append(token)
+        seq[n] = token
+        n += 1
         gen.steps.append(Step((), 0, (token,), "sample"))
         if token == eos_id:
             break
-    gen.tokens = np.asarray(seq[len(prompt) :], dtype=np.int64)
+    gen.tokens = seq[len(prompt) : n].copy()
     gen.wall_time_s = time.perf_counter() - start
     return gen
 
@@ -189,33 +200,32 @@ def speculative_generate(
     rng = as_generator(seed)
     greedy = temperature == 0
     start = time.perf_counter()
-    seq = list(prompt.tolist())
+    seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
     n_new = 0
     while n_new < max_new_tokens:
         k_step = min(k, max_new_tokens - n_new - 1)  # never emit more than asked for
-        drafted: list[int] = []
+        n = len(seq)
+        ctx = np.concatenate([seq, np.zeros(k_step, dtype=np.int64)])  # [n + k_step]
         draft_probs = np.zeros((k_step, vocab))  # [k_step, V]
-        for i in range(k_step):
-            q = model_rows(draft, np.asarray(seq + drafted), 1, "draft", temperature)[0]  # [V]
+        for i in range(k_step):  # draft i sees ctx[:n + i], a view never written again
+            q = model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0]  # [V]
             gen.draft_calls += 1
             draft_probs[i] = q
-            drafted.append(int(np.argmax(q)) if greedy else sample(q, rng))
-        target_probs = model_rows(
-            target, np.asarray(seq + drafted), k_step + 1, "target", temperature
-        )
+            ctx[n + i] = int(np.argmax(q)) if greedy else sample(q, rng)
+        drafted = ctx[n:]  # [k_step]
+        target_probs = model_rows(target, ctx, k_step + 1, "target", temperature)
         gen.target_calls += 1
-        result = verify(
-            np.asarray(drafted, dtype=np.int64), draft_probs, target_probs, rng, rule, **params
-        )
+        result = verify_checked(drafted, draft_probs, target_probs, rng, rule, params)
         emitted, hit_eos = _cut_at_eos(result.tokens, eos_id)
         gen.steps.append(
-            Step(tuple(drafted), result.n_accepted, tuple(emitted.tolist()), result.extra)
+            Step(tuple(drafted.tolist()), result.n_accepted, tuple(emitted.tolist()),
+                 result.extra)
         )
-        seq.extend(emitted.tolist())
+        seq = np.concatenate([seq, emitted])
         n_new += len(emitted)
         if hit_eos:
             break
-    gen.tokens = np.asarray(seq[len(prompt) :], dtype=np.int64)
+    gen.tokens = seq[len(prompt) :]
     gen.wall_time_s = time.perf_counter() - start
     return gen

@@ -50,7 +50,7 @@ import numpy as np
 from .decode import Generation, Step, _check_eos, _check_int, _cut_at_eos, _start
 from .distributions import apply_temperature, as_generator, check_temperature, entropy, sample
 from .transformer import Output, TransformerModel, load_npz
-from .verify import check_rule, verify
+from .verify import check_rule, verify_checked
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
 
@@ -423,7 +423,7 @@ def medusa_generate(
         tokens = np.concatenate([[root], node_tokens])  # [N+1]
         if rule == "exact":
             p = apply_temperature(_softmax64(forward.logits), temperature)  # [N+1, V]
-            result = verify(node_tokens, q, p, rng, "exact")
+            result = verify_checked(node_tokens, q, p, rng, "exact", {})  # inputs built here
             path = np.arange(result.n_accepted + 1)  # root + accepted chain
             extra_token, extra = int(result.tokens[-1]), result.extra
         else:

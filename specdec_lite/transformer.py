@@ -22,6 +22,7 @@ the positions after the cached entries. For tree verification pass ``mask`` ([n,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import zipfile
 from collections.abc import Sequence
@@ -78,10 +79,47 @@ def load_npz(path: str | Path, sha256: str) -> dict[str, np.ndarray]:
 
 
 def normalize(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
-    """(x - mean) / sqrt(var + eps) over the last axis: LayerNorm without gain and bias."""
-    mean = x.mean(axis=-1, keepdims=True)
-    var = np.square(x - mean).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + LN_EPS)
+    """(x - mean) / sqrt(var + eps) over the last axis: LayerNorm without gain and bias.
+
+    The means are ``np.add.reduce`` then a division by d exactly as ``x.mean`` does it
+    (bit-identical), without ``mean``'s Python-level overhead.
+    """
+    d = np.intp(x.shape[-1])
+    mean = np.add.reduce(x, axis=-1, keepdims=True)
+    np.true_divide(mean, d, out=mean, casting="unsafe")
+    centred = x - mean
+    var = np.add.reduce(np.square(centred), axis=-1, keepdims=True)
+    np.true_divide(var, d, out=var, casting="unsafe")
+    return centred / np.sqrt(var + LN_EPS)
+
+
+#: Blocks of up to this many tokens multiply their weights row by row (see ``matmul``).
+ROWWISE_MAX = 8
+
+
+def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # [n, d_in] @ [d_in, d_out]
+    """x @ w, row by row for small blocks (2 <= n <= ``ROWWISE_MAX``).
+
+    For a handful of rows, BLAS's matrix-vector product is several times faster per row
+    than its matrix-matrix product (which repacks all of ``w`` on every call), so this
+    keeps a verification pass over k + 1 tokens cheap. Every row then also gets exactly
+    the arithmetic of a one-token call.
+    """
+    n = x.shape[0]
+    if n == 1 or n > ROWWISE_MAX:
+        return x @ w
+    out = np.empty((n, w.shape[1]), dtype=np.result_type(x, w))  # [n, d_out]
+    for i in range(n):
+        np.matmul(x[i], w, out=out[i])
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def causal_bias(n: int) -> np.ndarray:  # [n, n]
+    """0 where token i may attend token j <= i, -inf above the diagonal (read-only)."""
+    bias = np.where(np.tri(n, dtype=bool), np.float32(0), np.float32(-np.inf))
+    bias.flags.writeable = False
+    return bias
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -201,22 +239,26 @@ class TransformerModel:
             raise ValueError(f"tokens: {n} new tokens after {start} cached entries exceed the "
                              f"cache capacity {self.cache.capacity}")
         causal = mask is None and positions is None
-        positions = start + np.arange(n) if positions is None else np.asarray(positions)
-        out_of_range = np.any(positions < 0) or np.any(positions >= self.config.max_len)
-        if positions.shape != (n,) or out_of_range:
-            raise ValueError(f"positions must be {n} ints in [0, {self.config.max_len}), "
-                             f"got {positions.tolist()}")
+        if positions is None and start + n <= self.config.max_len:
+            positions = np.arange(start, start + n)  # [n]
+        else:
+            positions = start + np.arange(n) if positions is None else np.asarray(positions)
+            out_of_range = np.any(positions < 0) or np.any(positions >= self.config.max_len)
+            if positions.shape != (n,) or out_of_range:
+                raise ValueError(f"positions must be {n} ints in [0, {self.config.max_len}), "
+                                 f"got {positions.tolist()}")
         if mask is None:
-            mask = np.tri(n, dtype=bool)  # [n, n] causal
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != (n, n) or not mask.diagonal().all():
-            raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
-        bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
+            bias = causal_bias(n) if n > 1 else None  # [n, n]; one token attends freely
+        else:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (n, n) or not mask.diagonal().all():
+                raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
+            bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
         x = self.wte[tokens] + self.wpe[positions]  # [n, d]
         for layer, weights in enumerate(self.layers):
             x = self._block(x, weights, self.cache.kv[layer], start, bias)
         hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
-        logits = hidden @ self.unembed  # [n, V]
+        logits = matmul(hidden, self.unembed)  # [n, V]
         cache = self.cache
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
@@ -227,25 +269,32 @@ class TransformerModel:
         return Output(logits, hidden)
 
     def _block(self, x: np.ndarray, weights: tuple, kv: np.ndarray, start: int,
-               bias: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
+               bias: np.ndarray | None) -> np.ndarray:  # [n, d] -> [n, d]
         qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
         n, d = x.shape
         heads, d_head = self.config.n_head, self.config.d_head
-        qkv = (normalize(x) @ qkv_w + qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
+        qkv = (matmul(normalize(x), qkv_w) + qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, dh]
         qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, n, d_head]
         end = start + n
         kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
         keys, values = kv[0, :, :end], kv[1, :, :end]  # [H, end, d_head] each
         scores = qkv[0] @ keys.transpose(0, 2, 1)  # [H, n, end], q already scaled
-        scores[:, :, start:] += bias
+        if bias is not None:  # None: one causal token, which may attend everything
+            scores[:, :, start:] += bias
         attention = softmax32(scores)  # [H, n, end]
         attended = (attention @ values).transpose(1, 0, 2).reshape(n, d)  # [n, d]
-        x = x + attended @ proj_w + proj_b
-        return x + gelu(normalize(x) @ fc_w + fc_b) @ mlp_w + mlp_b
+        x = x + matmul(attended, proj_w) + proj_b
+        return x + matmul(gelu(matmul(normalize(x), fc_w) + fc_b), mlp_w) + mlp_b
 
     def _sync(self, tokens: Sequence[int] | np.ndarray) -> int:
-        """Make the cache's causal prefix equal ``tokens``, reusing the common prefix."""
-        tokens = check_tokens(tokens, self.vocab_size)  # [n]
+        """Make the cache's causal prefix equal ``tokens``, reusing the common prefix.
+
+        An int64 array skips ``check_tokens`` here: the prefix it shares with the cache was
+        checked before, and ``forward`` checks the new tokens.
+        """
+        if not (isinstance(tokens, np.ndarray) and tokens.dtype == np.int64
+                and tokens.ndim == 1):
+            tokens = check_tokens(tokens, self.vocab_size)  # [n]
         if len(tokens) > self.config.max_len:
             raise ValueError(f"tokens has length {len(tokens)}, more than max_len "
                              f"{self.config.max_len}")
@@ -273,6 +322,20 @@ class TransformerModel:
         The float32 logits are cast to float64 before the softmax, so rows sum to 1 to ~1e-15.
         """
         return softmax(self.logits(tokens))  # [n, V]
+
+    def last_probs(self, tokens: Sequence[int] | np.ndarray, n_rows: int = 1) -> np.ndarray:
+        """``probs(tokens)[-n_rows:]`` ([n_rows, V] float64) without the other rows' softmax.
+
+        The decoders call this when a model has it: they only need the last few rows.
+        """
+        n = self._sync(tokens)
+        if not 1 <= n_rows <= n:
+            raise ValueError(f"n_rows must be in [1, {n}], got {n_rows}")
+        z = self.cache.logits[n - n_rows : n].astype(np.float64)  # [n_rows, V]
+        z -= z.max(axis=-1, keepdims=True)  # the steps of ``softmax``, in place
+        np.exp(z, out=z)
+        z /= z.sum(axis=-1, keepdims=True)
+        return z
 
 
 def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,

@@ -95,14 +95,14 @@ def acceptance_mask(
     ``draft_probs`` is [k, V] and ``target_probs`` is [k, V] (the first k rows).
     """
     k = len(draft_tokens)
+    if rule == "greedy":
+        return draft_tokens == np.argmax(target_probs, axis=-1)
     rows = np.arange(k)
     p_x = target_probs[rows, draft_tokens]  # [k]
     q_x = draft_probs[rows, draft_tokens]  # [k]
     if rule == "exact":
         r = rng.random(k)  # [k] one uniform per draft position
         return r * q_x < p_x  # r < p/q without dividing: no NaN when q is tiny
-    if rule == "greedy":
-        return draft_tokens == np.argmax(target_probs, axis=-1)
     if rule == "threshold":
         return p_x > rule_params["theta"] * q_x
     cutoff = np.minimum(rule_params["eps"], rule_params["delta"] * np.exp(-entropy(target_probs)))
@@ -163,6 +163,21 @@ def verify(
             "distribution the draft actually sampled from"
         )
 
+    return verify_checked(draft_tokens, draft_probs, target_probs, rng, rule, params)
+
+
+def verify_checked(
+    draft_tokens: np.ndarray,
+    draft_probs: np.ndarray,
+    target_probs: np.ndarray,
+    rng: np.random.Generator | None,
+    rule: str,
+    params: dict,
+) -> Verification:
+    """:func:`verify` without its input checks, for callers that built valid inputs: int64
+    ``draft_tokens`` [k], float64 ``draft_probs`` [k, V] and ``target_probs`` [k + 1, V],
+    and ``params`` from :func:`check_rule` (the decoders, on every step)."""
+    k = len(draft_tokens)
     accept = acceptance_mask(
         draft_tokens, draft_probs, target_probs[:k], rng, rule, **params
     )  # [k]
