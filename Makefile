@@ -95,3 +95,21 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info
+
+# Benchmark (specdec_lite.bench): one BLAS thread, so timings are stable and comparable.
+# `make bench` is the full run (a few minutes, on a quiet machine); it writes the committed
+# results/bench.json and figures and re-renders the README's table from the JSON.
+BENCH_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+.PHONY: bench bench-quick bench-readme
+
+bench: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
+	    --json results/bench.json --plot results
+	$(MAKE) bench-readme
+
+bench-quick: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json
+
+bench-readme: venv
+	$(BIN)/python scripts/bench_readme.py results/bench.json README.md

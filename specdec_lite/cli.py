@@ -1,9 +1,13 @@
-"""Command line: ``python -m specdec_lite generate ...``.
+"""Command line: ``python -m specdec_lite generate ...`` and ``... bench ...``.
 
 ``generate`` fits an n-gram target and a smaller n-gram draft on the bundled
 corpus (CPython standard-library source, see ``specdec_lite/data``), decodes
-the prompt speculatively and prints the text with its statistics. Bad
-arguments print one line on stderr and exit with status 2.
+the prompt speculatively and prints the text with its statistics.
+
+``bench`` benchmarks autoregressive, draft-model speculative and Medusa decoding
+of the shipped models on held-out prompts (``specdec_lite.bench``), prints a
+table and optionally writes JSON and PNG figures. Bad arguments print one line
+on stderr and exit with status 2.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from .corpus import fit_ngrams
 from .decode import speculative_generate
@@ -32,6 +38,57 @@ def _integer(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     return value
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return values
+
+
+def _positive(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _add_bench(commands: argparse._SubParsersAction) -> None:
+    from .bench import Settings
+
+    default = Settings()
+    bench = commands.add_parser(
+        "bench",
+        help="benchmark AR, draft-model speculative and Medusa decoding of the shipped models",
+        description="Decode the same held-out prompts with every method, interleaved, and "
+        "report speedups (medians, bootstrap 95% CIs), alpha, tau, the target's cost "
+        "curve T(n), the draft cost c, the predicted speedup and the engine overhead. "
+        "Set OPENBLAS_NUM_THREADS=1 for stable timings (make bench does).",
+    )
+    bench.add_argument("--quick", action="store_true", help="a small run, under 30 s")
+    bench.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    bench.add_argument("--plot", metavar="DIR", help="write PNG figures into DIR")
+    bench.add_argument(
+        "--simulate-width", type=_positive, metavar="W", default=None,
+        help="add SIMULATED-accelerator rows: a target forward over n <= W tokens costs T(1)",
+    )
+    bench.add_argument("--k", type=_int_list, metavar="K,K,...",
+                       help=f"draft lengths (default {','.join(map(str, default.ks))})")
+    bench.add_argument("--trees", type=_int_list, metavar="N,N,...",
+                       help="Medusa sparse-tree sizes in nodes "
+                       f"(default {','.join(map(str, default.trees))})")
+    for name, help_text in (("prompts", "held-out prompts"), ("prompt-len", "prompt tokens"),
+                            ("new-tokens", "tokens generated per run"),
+                            ("repeats", "timed passes over the prompts")):
+        bench.add_argument(f"--{name}", type=_positive, metavar="N",
+                           help=f"{help_text} (default {getattr(default, name.replace('-', '_'))})")
+    bench.add_argument("--seed", type=_integer, default=0, help="random seed (default 0)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +133,39 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--draft-order", type=_integer, default=3, help="draft n-gram order (default 3)"
     )
+    _add_bench(commands)
     return parser
+
+
+def _bench_settings(args: argparse.Namespace):
+    from .bench import QUICK, Settings
+
+    overrides = {
+        name: getattr(args, arg)
+        for name, arg in (("ks", "k"), ("trees", "trees"), ("prompts", "prompts"),
+                          ("prompt_len", "prompt_len"), ("new_tokens", "new_tokens"),
+                          ("repeats", "repeats"))
+        if getattr(args, arg) is not None
+    }
+    base = QUICK if args.quick else Settings()
+    return replace(base, seed=args.seed, simulate_width=args.simulate_width, **overrides)
+
+
+def _run_bench(args: argparse.Namespace) -> None:
+    from . import bench
+
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None and (not path or (option == "--json" and Path(path).is_dir())):
+            raise ValueError(f"{option} needs a file path, got {path!r}")
+    settings = _bench_settings(args).check()
+    data = bench.run(settings, progress=not args.no_progress).to_json()
+    print(bench.format_table(data))
+    if args.json:
+        bench.write_json(data, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        for path in bench.write_plots(data, args.plot):
+            print(f"wrote {path}")
 
 
 def _run_generate(args: argparse.Namespace) -> None:
@@ -118,7 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "generate":
             _run_generate(args)
-    except (ValueError, TypeError) as err:
+        elif args.command == "bench":
+            _run_bench(args)
+    except (ValueError, TypeError, OSError) as err:
         print(f"specdec_lite: error: {err}", file=sys.stderr)
         return 2
     return 0

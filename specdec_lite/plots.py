@@ -1029,3 +1029,106 @@ def plot_typical_tradeoff(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
 # ---------------------------------------------------------------------------
 # Chapter 5: benchmarks
 # ---------------------------------------------------------------------------
+# These take the JSON dict of ``specdec_lite.bench`` (``BenchResult.to_json()`` or a loaded
+# ``results/bench.json``), so the chapter can redraw committed results without re-running.
+
+
+def _bench_title(data: dict, what: str, simulated: bool) -> str:
+    if simulated:
+        width = data["settings"]["simulate_width"]
+        return f"SIMULATED accelerator (flat cost up to {width} tokens): {what}"
+    return f"{what} (measured, {data['machine']['cpu_model']})"
+
+
+def plot_bench_speedup(data: dict, simulated: bool = False) -> plt.Figure:
+    """Left: draft-model speedup against k per temperature, median with its 95% CI, and
+    the theory E(α,k)/(kc + T(k+1)/T(1)) at the measured α (dashed). Right: Medusa, one
+    bar per tree (or chain) with its CI and prediction (x)."""
+    rows = [r for r in data["rows"] if r["simulated"] == simulated]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(3, 2))
+    for i, t in enumerate(sorted({r["temperature"] for r in rows})):
+        spec = sorted((r for r in rows if r["method"] == "speculative"
+                       and r["temperature"] == t), key=lambda r: r["k"])
+        if not spec:
+            continue
+        ks = [r["k"] for r in spec]
+        speed = np.array([r["speedup"] for r in spec])  # [n]
+        err = np.abs(np.array([r["speedup_ci"] for r in spec]).T - speed)  # [2, n]
+        color = COLORS["target"] if i == 0 else COLORS["draft"]
+        left.errorbar(ks, speed, yerr=err, fmt="o-", color=color, capsize=3,
+                      label=f"measured, {spec[0]['rule']} T={t:g}")
+        pred = [np.nan if r["predicted_speedup"] is None else r["predicted_speedup"]
+                for r in spec]
+        left.plot(ks, pred, "--", color=color, alpha=0.7, label=f"theory, T={t:g}")
+    left.axhline(1.0, color=COLORS["theory"], lw=0.8)
+    left.xaxis.get_major_locator().set_params(integer=True)
+    left.set_xlabel("k (draft tokens per step)")
+    left.set_ylabel("speedup over autoregressive")
+    left.legend(fontsize=8)
+    left.set_title(_bench_title(data, "draft model", simulated), fontsize=9)
+    medusa = [r for r in rows if r["method"] == "medusa"]
+    x = np.arange(len(medusa))
+    if medusa:
+        speed = np.array([r["speedup"] for r in medusa])
+        err = np.abs(np.array([r["speedup_ci"] for r in medusa]).T - speed)
+        right.bar(x, speed, yerr=err, capsize=3, color=COLORS["accepted"], alpha=0.8,
+                  label="measured")
+        right.plot(x, [r["predicted_speedup"] or np.nan for r in medusa], "x",
+                   color=COLORS["theory"], ms=9, label="predicted")
+        right.set_xticks(x, [r["label"].replace("SIMULATED ", "").replace("medusa ", "")
+                             .replace(" T=", "\nT=") for r in medusa], fontsize=8)
+        right.legend(fontsize=8)
+    right.axhline(1.0, color=COLORS["theory"], lw=0.8)
+    right.set_title("Medusa heads" + (" (SIMULATED)" if simulated else ""), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_cost_curve(data: dict, ax: plt.Axes | None = None) -> plt.Figure:
+    """Measured T(n)/T(1) of one target forward over n new tokens, against the flat cost
+    of a memory-bound accelerator (the SIMULATED mode's model)."""
+    fig, ax = _axes(ax)
+    curve = data["cost_curve"]
+    n = np.array(curve["n"])
+    ax.plot(n, curve["ratio"], "o-", color=COLORS["target"],
+            label=f"measured on this CPU, T(1) = {curve['target_s'][0] * 1e3:.2f} ms")
+    width = data["settings"]["simulate_width"] or int(n.max())
+    ax.step(n, np.ceil(n / width), where="mid", color=COLORS["theory"], ls="--",
+            label=f"SIMULATED accelerator: ceil(n/{width})")
+    ax.axhline(data["c"], color=COLORS["draft"], ls=":",
+               label=f"draft forward, c = {data['c']:.2f}")
+    ax.set_xlabel("n (new tokens in one target forward)")
+    ax.set_ylabel("T(n) / T(1)")
+    ax.set_ylim(0, None)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_overhead_split(data: dict, ax: plt.Axes | None = None, top: int = 4) -> plt.Figure:
+    """Where the time of one profiled run per method goes: the model forwards, the ``top``
+    engine functions, and the rest of the engine (fractions of the cProfile'd time)."""
+    profile = data["profile"]
+    fig, ax = _axes(ax, figsize=(9, 0.6 * len(profile) + 1.4))
+    labels = list(profile)
+    names = []
+    for prof in profile.values():
+        names += [name for name, _ in prof["engine"][:top] if name not in names]
+    names = names[: 2 * top]
+    colors = plt.get_cmap("tab10")(np.arange(1, len(names) + 1) % 10)  # C0 is the forwards
+    for i, label in enumerate(labels):
+        prof = profile[label]
+        wall = prof["wall_s"]
+        parts = [("model forwards", prof["forward_s"], COLORS["target"])]
+        engine = dict(prof["engine"])
+        parts += [(name, engine.get(name, 0.0), colors[j]) for j, name in enumerate(names)]
+        parts.append(("other engine", wall - sum(s for _, s, _ in parts), "#e8e8e8"))
+        left = 0.0
+        for name, seconds, color in parts:
+            ax.barh(i, seconds / wall, left=left, color=color,
+                    label=name if i == 0 else None)
+            left += seconds / wall
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel("fraction of the run's time (one run under cProfile)")
+    ax.set_xlim(0, 1)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig

@@ -1,0 +1,229 @@
+"""The benchmark harness: its pure helpers, and a tiny end-to-end run on random models.
+
+No timing is asserted: only structure, bookkeeping and the formulas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_transformer import random_params
+
+from specdec_lite import bench
+from specdec_lite.bench import Method, Models, Settings
+from specdec_lite.medusa import MedusaHeads
+from specdec_lite.tokenizer import CharTokenizer
+from specdec_lite.transformer import TransformerConfig, TransformerModel
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def test_bootstrap_ci_brackets_the_median_and_is_deterministic() -> None:
+    x = np.random.default_rng(0).normal(1.5, 0.2, 40)
+    lo, hi = bench.bootstrap_ci(x, seed=3)
+    assert lo <= np.median(x) <= hi
+    assert (lo, hi) == bench.bootstrap_ci(x, seed=3)
+    assert bench.bootstrap_ci([2.0] * 5) == (2.0, 2.0)
+    wide = np.subtract(*bench.bootstrap_ci(x[:8], seed=3)[::-1])
+    assert wide > hi - lo  # fewer cells, wider interval
+
+
+def test_schedule_runs_every_method_once_per_cell_in_shuffled_order() -> None:
+    order = bench.schedule(n_methods=5, n_prompts=3, repeats=2, seed=0)
+    assert len(order) == 5 * 3 * 2
+    cells = Counter((r, p) for r, p, _ in order)
+    assert set(cells.values()) == {5}
+    for r in range(2):
+        for p in range(3):
+            block = [m for rr, pp, m in order if (rr, pp) == (r, p)]
+            assert sorted(block) == list(range(5))
+    blocks = {tuple(m for rr, pp, m in order if (rr, pp) == cell) for cell in cells}
+    assert len(blocks) > 1  # interleaved, not always the same order
+    assert order == bench.schedule(5, 3, 2, seed=0)
+    assert order != bench.schedule(5, 3, 2, seed=1)
+
+
+def test_predicted_speedup_is_thm_3_8_with_a_measured_verify_cost() -> None:
+    # check value from the references: alpha = 0.8, k = 5 gives 3.689 tokens per call
+    assert bench.predicted_speedup(0.8, 5, 0.0, 1.0) == pytest.approx(3.689, abs=1e-3)
+    e = (1 - 0.7**4) / 0.3
+    assert bench.predicted_speedup(0.7, 3, 0.1, 1.6) == pytest.approx(e / (3 * 0.1 + 1.6))
+    # alpha = 0: one token per step at the price of the drafts and the verification
+    assert bench.predicted_speedup(0.0, 4, 0.25, 1.5) == pytest.approx(1 / 2.5)
+
+
+def test_simulated_cost_is_flat_up_to_the_width() -> None:
+    flat = bench.simulated_units(Counter({1: 10, 5: 3, 16: 2}), 16, 0, 0.3)
+    assert flat == 15  # every call costs one unit
+    assert bench.simulated_units(Counter({17: 1, 33: 1}), 16, 0, 0.3) == 2 + 3
+    assert bench.simulated_units(Counter({5: 4}), 8, 12, 0.25, 4, 0.1) == pytest.approx(
+        4 + 12 * 0.25 + 4 * 0.1)
+
+
+def test_verify_ratio_measured_or_simulated() -> None:
+    curve = {"ratio": [1.0, 1.2, 1.5]}
+    assert bench.verify_ratio(curve, 3) == 1.5
+    assert bench.verify_ratio(curve, 4) is None
+    assert bench.verify_ratio(curve, 3, width=2) == 2.0
+
+
+def test_ends_in_loop() -> None:
+    assert bench.ends_in_loop([1, 2, 3] * 20)
+    assert not bench.ends_in_loop(list(range(60)))
+    assert not bench.ends_in_loop([1, 1])  # too short to tell
+
+
+def test_profile_split_attributes_shared_helpers_by_caller() -> None:
+    fwd, loop, helper = ("m.py", 1, "forward"), ("d.py", 1, "loop"), ("n.py", 1, "helper")
+    # helper: 2 s own time, called from forward (ct 3 s) and from the loop (ct 1 s)
+    stats = {
+        loop: (1, 1, 1.0, 10.0, {}),
+        fwd: (5, 5, 4.0, 7.0, {loop: (5, 5, 4.0, 7.0)}),
+        helper: (8, 8, 4.0, 4.0, {fwd: (6, 6, 3.0, 3.0), loop: (2, 2, 1.0, 1.0)}),
+    }
+    total, forward, engine = bench.profile_split(stats, lambda f: f[2] == "forward")
+    assert total == 9.0 and forward == 7.0
+    assert dict(engine) == pytest.approx({"d:loop": 1.0, "n:helper": 1.0})
+
+
+def test_settings_check_names_the_bad_setting() -> None:
+    for bad, word in ((dict(ks=(0,)), "k"), (dict(trees=(0,)), "tree"),
+                      (dict(temperatures=(-1.0,)), "temperatures"),
+                      (dict(prompts=0), "prompts"), (dict(simulate_width=0), "simulate_width")):
+        with pytest.raises(ValueError, match=word):
+            Settings(**bad).check()
+    assert bench.QUICK.check().quick
+
+
+def test_build_methods_labels_are_unique_and_rules_follow_temperature() -> None:
+    methods = bench.build_methods(Settings(ks=(1, 3), trees=(4, 8)), n_heads=3)
+    labels = [m.label for m in methods]
+    assert len(set(labels)) == len(labels)
+    assert {m.rule for m in methods if m.temperature == 0} == {"greedy"}
+    assert {m.rule for m in methods if m.temperature == 1} == {"exact"}
+    assert Method("medusa", 1.0, k=3) in methods  # the exact chain at T = 1
+    assert not any(m.kind == "medusa" for m in bench.build_methods(Settings(), None))
+
+
+def _row(**kw: object) -> dict:
+    row = dict(method="speculative", temperature=0.0, simulated=False, speedup=1.0,
+               measured_over_predicted=1.0, overhead=0.01)
+    return row | kw
+
+
+def test_bars_use_measured_rows_only() -> None:
+    data = {"rows": [_row(method="autoregressive", measured_over_predicted=1.0),
+                     _row(speedup=1.6, measured_over_predicted=0.9),
+                     _row(speedup=1.2, measured_over_predicted=1.3, overhead=0.08),
+                     _row(speedup=9.0, simulated=True, overhead=None),
+                     _row(method="medusa", speedup=1.1)]}
+    bars = {b["name"].split(",")[0]: b for b in bench.evaluate_bars(data)}
+    assert bars["draft-model greedy speedup"]["value"] == 1.6
+    assert bars["draft-model greedy speedup"]["status"] == "PASS"
+    assert bars["draft-model exact T=1 speedup"]["status"] == "n/a"
+    assert bars["Medusa greedy speedup"]["status"] == "MISS"
+    assert bars["measured / predicted"]["value"] == 1.3
+    assert bars["engine overhead"]["value"] == 0.08
+
+
+# ---------------------------------------------------------------- end to end on tiny models
+
+SMALL = TransformerConfig(vocab_size=96, n_layer=2, n_head=2, d_model=32, max_len=96)
+TINY = TransformerConfig(vocab_size=96, n_layer=1, n_head=2, d_model=16, max_len=96)
+
+
+def tiny_models() -> Models:
+    rng = np.random.default_rng(0)
+    heads = MedusaHeads(0.1 * rng.standard_normal((2, 32, 32)), np.zeros((2, 32)),
+                        0.5 * rng.standard_normal((2, 32, 96)))
+    return Models(TransformerModel(SMALL, random_params(SMALL, seed=1)),
+                  TransformerModel(TINY, random_params(TINY, seed=2)), heads,
+                  CharTokenizer.ascii(), source="random weights (test)")
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    settings = Settings(ks=(1, 3), trees=(3,), prompts=2, prompt_len=24, new_tokens=16,
+                        repeats=2, cost_repeats=2, simulate_width=4)
+    return bench.run(settings, tiny_models(), progress=False).to_json()
+
+
+def test_json_schema(result: dict) -> None:
+    assert result["schema"] == "specdec_lite.bench/1"
+    for key in ("timestamp", "machine", "settings", "models", "cost_curve", "c", "c_heads",
+                "alpha_text", "head_accuracy", "rows", "profile", "greedy_loops", "bars",
+                "notes", "runs"):
+        assert key in result, key
+    for row in result["rows"]:
+        for key in ("speedup", "speedup_ci", "predicted_speedup", "alpha", "tau",
+                    "tokens_per_s", "measured_over_predicted", "overhead", "simulated"):
+            assert key in row, key
+        assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
+    assert result["cost_curve"]["n"] == list(range(1, 5))  # k + 1 = 4 = tree of 3 + root
+    assert result["cost_curve"]["ratio"][0] == 1.0
+    assert np.array(result["head_accuracy"]).shape == (2, 3)
+    assert json.loads(json.dumps(result)) == result  # plain JSON types only
+
+
+def test_rows_cover_every_method_measured_and_simulated(result: dict) -> None:
+    labels = [r["label"] for r in result["rows"]]
+    expected = [m.label for m in bench.build_methods(Settings(ks=(1, 3), trees=(3,)), 2)]
+    assert labels == expected + [f"SIMULATED {label}" for label in expected]
+    assert all(r["simulated"] == r["label"].startswith("SIMULATED") for r in result["rows"])
+    assert all(r["overhead"] is None for r in result["rows"] if r["simulated"])
+    assert len(result["runs"]) == len(expected) * 2 * 2
+
+
+def test_bookkeeping_is_consistent(result: dict) -> None:
+    for r in result["rows"]:
+        assert r["n_runs"] == 4
+        if r["method"] == "autoregressive":
+            assert r["speedup"] == 1.0 and r["tau"] == 1.0 and r["alpha"] is None
+        else:
+            assert 0.0 <= r["alpha"] <= 1.0
+            assert r["tau"] >= 1.0
+        if r["rule"] == "greedy":  # greedy speculative and Medusa are lossless
+            assert r["matches_autoregressive"] == 1.0
+    spec = next(r for r in result["rows"] if r["label"] == "speculative k=3 greedy T=0")
+    assert spec["tau"] == pytest.approx(16 / spec["target_calls"])
+
+
+def test_reports_label_simulation(result: dict, tmp_path) -> None:
+    table = bench.format_table(result)
+    assert "SIMULATED accelerator" in table and "bars" in table
+    summary = bench.markdown_summary(result)
+    assert "| method |" in summary and result["machine"]["cpu_model"] in summary
+    assert "SIMULATED" not in summary  # the headline table shows measured rows only
+    bench.write_json(result, tmp_path / "out" / "bench.json")
+    assert json.loads((tmp_path / "out" / "bench.json").read_text()) == result
+    pytest.importorskip("matplotlib")
+    paths = bench.write_plots(result, tmp_path / "figs")
+    assert {p.name for p in paths} >= {"bench_speedup.png", "bench_cost_curve.png",
+                                       "bench_speedup_simulated.png", "bench_overhead.png"}
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_run_rejects_settings_that_do_not_fit_the_models() -> None:
+    with pytest.raises(ValueError, match="max_len"):
+        bench.run(Settings(prompt_len=80, new_tokens=40), tiny_models(), progress=False)
+
+
+def test_meter_restores_the_models() -> None:
+    models = tiny_models()
+    with bench.ForwardMeter(models) as meter:
+        models.target.probs(np.arange(5))
+        models.draft.probs(np.arange(3))
+        models.heads.logits(np.zeros((1, 32), dtype=np.float32))
+    assert meter.target_sizes == Counter({5: 1}) and meter.draft_forwards == 1
+    assert meter.head_calls == 1 and meter.seconds > 0
+    assert "forward" not in vars(models.target) and "logits" not in vars(models.heads)
+
+
+def test_function_names_are_readable() -> None:
+    assert bench.function_name(("/x/specdec_lite/verify.py", 3, "verify")) == "verify:verify"
+    assert bench.function_name(
+        ("~", 0, "<method 'reduce' of 'numpy.ufunc' objects>")) == "numpy.ufunc.reduce"
+    assert bench.function_name(("~", 0, "<built-in method numpy.asarray>")) == "numpy.asarray"
