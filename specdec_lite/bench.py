@@ -777,8 +777,8 @@ def format_table(data: dict) -> str:
              f"prompts x {s['repeats']} repeats, {s['new_tokens']} new tokens after "
              f"{s['prompt_len']}; {m['cpu_model']} ({m['cpu_count']} cores), "
              f"BLAS threads {m['blas_threads'] or 'default'}"]
-    head = (f"{'method':<40}{'speedup':>8} {'95% CI':>13} {'pred':>6} {'meas/pred':>9} "
-            f"{'alpha':>6} {'tau':>5} {'tok/s':>7} {'overhead':>8}")
+    head = (f"{'method':<38}{'speedup':>8} {'95% CI':>13} {'pred':>6} {'pred(tau)':>9} "
+            f"{'meas/pred':>9} {'alpha':>6} {'tau':>5} {'tok/s':>7} {'overhead':>8}")
     for simulated in (False, True):
         rows = [r for r in data["rows"] if r["simulated"] == simulated]
         if not rows:
@@ -789,8 +789,9 @@ def format_table(data: dict) -> str:
         lines += ["", title, head, "-" * len(head)]
         for r in rows:
             ci = "[{:.2f},{:.2f}]".format(*r["speedup_ci"])
-            lines.append(f"{r['label']:<40}{r['speedup']:>8.2f} {ci:>13} "
-                         f"{_f(r['predicted_speedup']):>6} {_f(r['measured_over_predicted']):>9} "
+            lines.append(f"{r['label']:<38}{r['speedup']:>8.2f} {ci:>13} "
+                         f"{_f(r['predicted_speedup']):>6} {_f(r['predicted_speedup_tau']):>9} "
+                         f"{_f(r['measured_over_predicted']):>9} "
                          f"{_f(r['alpha'], '.3f'):>6} {r['tau']:>5.2f} "
                          f"{r['tokens_per_s']:>7.0f} {_f(r['overhead'], '.1%'):>8}")
     curve = data["cost_curve"]
@@ -810,7 +811,7 @@ def format_table(data: dict) -> str:
     lines += ["", "bars (reported, not asserted):"]
     for b in data["bars"]:
         value = _f(b["value"], ".1%" if "overhead" in b["name"] else ".2f")
-        lines.append(f"  {b['name']:<40} {b['threshold']:<11} {value:>7}  {b['status']}")
+        lines.append(f"  {b['name']:<38} {b['threshold']:<11} {value:>7}  {b['status']}")
     return "\n".join(lines + [f"note: {n}" for n in data["notes"]])
 
 
@@ -824,9 +825,9 @@ def markdown_summary(data: dict) -> str:
              "Best setting per method; speedup is the median over (prompt, repeat) cells, "
              "with a bootstrap 95% CI.",
              "",
-             "| method | speedup | 95% CI | predicted | measured / predicted | alpha | tau "
-             "| overhead |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| method | speedup | 95% CI | predicted | predicted from tau "
+             "| measured / predicted | alpha | tau | overhead |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     real = [r for r in data["rows"] if not r["simulated"]]
     groups: dict[tuple, list] = {}
     for r in real:
@@ -835,7 +836,8 @@ def markdown_summary(data: dict) -> str:
         r = max(rows, key=lambda r: r["speedup"])
         lines.append(f"| {r['label']} | {r['speedup']:.2f}x | "
                      "{:.2f}-{:.2f} | ".format(*r["speedup_ci"])
-                     + f"{_f(r['predicted_speedup'])} | {_f(r['measured_over_predicted'])} | "
+                     + f"{_f(r['predicted_speedup'])} | {_f(r['predicted_speedup_tau'])} | "
+                     f"{_f(r['measured_over_predicted'])} | "
                      f"{_f(r['alpha'], '.2f')} | {r['tau']:.2f} | {_f(r['overhead'], '.1%')} |")
     curve = data["cost_curve"]
     lines += ["", f"T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
