@@ -44,7 +44,9 @@ error and the gap between ``predicted_speedup_tau`` and ``speedup`` is the cost 
 ``measured_over_predicted`` = speedup / predicted_speedup.
 
 Engine overhead: the target's and draft's ``forward`` and the heads' ``logits`` are
-timed by :class:`ForwardMeter`; overhead = 1 − forward time / wall time. ``profile``
+timed by :class:`ForwardMeter`; overhead = 1 − forward time / wall time. The meter also
+records the mean forward cost per size inside the runs (``cost_curve.in_run``), to
+compare with the isolated cost curve. ``profile``
 splits one cProfile'd run of a few methods into the forwards and the engine functions
 that cost the most (:func:`profile_split`).
 
@@ -65,7 +67,9 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
       "settings": {"ks", "trees", "temperatures", "prompts", "prompt_len", "new_tokens",
                    "repeats", "seed", "simulate_width", "cost_repeats", "quick"},
       "models": {"target": config, "draft": config, "heads": int, "source": str},
-      "cost_curve": {"prefix": int, "n": [int], "target_s": [float], "ratio": [float]},
+      "cost_curve": {"prefix": int, "n": [int], "target_s": [float], "ratio": [float],
+                     "draft_s": float, "heads_s": float | null,
+                     "in_run": {"target" | "draft" | "heads": [[n, mean seconds, calls]]}},
       "c": float, "c_heads": float | null,
       "alpha_text": {"greedy": float, "T=1": float}   (target vs draft on held-out text),
       "head_accuracy": [[float]]                     ([heads, ranks], held-out text),
@@ -313,7 +317,9 @@ class ForwardMeter:
     """Times every ``forward`` of the target and draft and every heads ``logits`` call.
 
     Used as a context manager: the methods are shadowed by timing wrappers on the
-    instances and restored on exit. ``target_sizes`` counts target forwards by tokens.
+    instances and restored on exit. Per run (see ``reset``): ``seconds`` in all of them,
+    and ``calls`` and ``call_s``, the number and seconds of calls keyed by
+    (``"target"`` | ``"draft"`` | ``"heads"``, tokens or rows).
     """
 
     def __init__(self, models: Models) -> None:
@@ -322,44 +328,47 @@ class ForwardMeter:
 
     def reset(self) -> None:
         self.seconds = 0.0
-        self.target_sizes: Counter = Counter()
-        self.draft_forwards = 0
-        self.head_calls = 0
+        self.calls: Counter = Counter()
+        self.call_s: Counter = Counter()
 
-    def _wrap(self, method: Callable, record: Callable[[tuple], None]) -> Callable:
+    def _wrap(self, who: str, method: Callable) -> Callable:
         clock = time.perf_counter
 
-        def timed(*args: object, **kwargs: object) -> object:
+        def timed(first: np.ndarray, *args: object, **kwargs: object) -> object:
             start = clock()
-            out = method(*args, **kwargs)
-            self.seconds += clock() - start
-            record(args)
+            out = method(first, *args, **kwargs)
+            elapsed = clock() - start
+            key = (who, len(first))
+            self.seconds += elapsed
+            self.calls[key] += 1
+            self.call_s[key] += elapsed
             return out
 
         return timed
 
-    def _count_target(self, args: tuple) -> None:
-        self.target_sizes[len(args[0])] += 1
-
-    def _count_draft(self, args: tuple) -> None:
-        self.draft_forwards += 1
-
-    def _count_heads(self, args: tuple) -> None:
-        self.head_calls += 1
+    def _methods(self) -> list[tuple[str, object, str]]:
+        m = self.models
+        return [("target", m.target, "forward"), ("draft", m.draft, "forward"),
+                ("heads", m.heads, "logits")]
 
     def __enter__(self) -> ForwardMeter:
-        m = self.models
-        m.target.forward = self._wrap(m.target.forward, self._count_target)
-        m.draft.forward = self._wrap(m.draft.forward, self._count_draft)
-        if m.heads is not None:
-            m.heads.logits = self._wrap(m.heads.logits, self._count_heads)
+        for who, obj, name in self._methods():
+            if obj is not None:
+                setattr(obj, name, self._wrap(who, getattr(obj, name)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for obj, name in ((self.models.target, "forward"), (self.models.draft, "forward"),
-                          (self.models.heads, "logits")):
+        for _, obj, name in self._methods():
             if obj is not None and name in vars(obj):
                 delattr(obj, name)
+
+
+def in_run_costs(calls: Counter, call_s: Counter) -> dict:
+    """Mean seconds per call as observed inside the runs: {who: [[n, seconds, calls]]}."""
+    out: dict[str, list] = {}
+    for (who, n), count in sorted(calls.items()):
+        out.setdefault(who, []).append([n, call_s[(who, n)] / count, count])
+    return out
 
 
 @dataclass
@@ -588,7 +597,8 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
         len(methods), s.prompts, s.repeats, s.seed)
     bar = _progress(len(order), progress)
     runs: list[Run] = []
-    sizes: dict[tuple[str, int, int], tuple[Counter, int, int]] = {}
+    calls: dict[tuple[str, int, int], Counter] = {}  # forwards of each run
+    all_calls, all_call_s = Counter(), Counter()  # over every timed run
     outputs: dict[tuple[str, int, int], tuple] = {}
     try:
         with ForwardMeter(models) as meter:
@@ -611,8 +621,9 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
                 runs.append(Run(method.label, p, repeat, wall, meter.seconds, len(gen.tokens),
                                 gen.target_calls, gen.draft_calls, sum(gen.accepted),
                                 gen.proposed))
-                sizes[key] = (meter.target_sizes.copy(), meter.draft_forwards,
-                              meter.head_calls)
+                calls[key] = meter.calls.copy()
+                all_calls.update(meter.calls)
+                all_call_s.update(meter.call_s)
                 outputs[key] = tuple(gen.tokens.tolist())
     finally:
         gc.enable()
@@ -622,16 +633,21 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
     prefix = tok.encode(texts[0])[: s.prompt_len + s.new_tokens // 2]
     target_s, draft_s, heads_s = cost_curve(models, prefix, n_max, s.cost_repeats, s.seed)
     curve = {"prefix": len(prefix), "n": list(range(1, n_max + 1)),
-             "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist()}
+             "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
+             "draft_s": draft_s, "heads_s": heads_s,
+             "in_run": in_run_costs(all_calls, all_call_s)}
     c = draft_s / target_s[0]
     c_heads = heads_s / target_s[0] if heads_s is not None else None
 
     rows = [summarise(m, runs, outputs, curve, c, c_heads, trees, s.seed) for m in methods]
     if s.simulate_width:
         for r in runs:
-            target_sizes, n_draft, n_heads_calls = sizes[(r.label, r.prompt, r.repeat)]
-            units = simulated_units(target_sizes, s.simulate_width, n_draft, c,
-                                    n_heads_calls, c_heads or 0.0)
+            run_calls = calls[(r.label, r.prompt, r.repeat)]
+            target = Counter({n: k for (who, n), k in run_calls.items() if who == "target"})
+            n_draft = sum(k for (who, _), k in run_calls.items() if who == "draft")
+            n_heads_calls = sum(k for (who, _), k in run_calls.items() if who == "heads")
+            units = simulated_units(target, s.simulate_width, n_draft, c, n_heads_calls,
+                                    c_heads or 0.0)
             r.sim_s = units * target_s[0]
         rows += [summarise(m, runs, outputs, curve, c, c_heads, trees, s.seed,
                            s.simulate_width) for m in methods]
@@ -801,6 +817,7 @@ def format_table(data: dict) -> str:
               f"draft cost c = {data['c']:.3f}; Medusa heads c_heads = "
               f"{_f(data['c_heads'], '.3f')}; alpha on held-out text: greedy "
               f"{data['alpha_text']['greedy']:.3f}, T=1 {data['alpha_text']['T=1']:.3f}"]
+    lines.append(f"in-run / isolated forward cost: {in_run_summary(data)}")
     if data["greedy_loops"] is not None:
         lines.append(f"greedy AR outputs ending in a loop: {data['greedy_loops']:.0%}")
     for label, prof in data["profile"].items():
@@ -813,6 +830,23 @@ def format_table(data: dict) -> str:
         value = _f(b["value"], ".1%" if "overhead" in b["name"] else ".2f")
         lines.append(f"  {b['name']:<38} {b['threshold']:<11} {value:>7}  {b['status']}")
     return "\n".join(lines + [f"note: {n}" for n in data["notes"]])
+
+
+def in_run_summary(data: dict, min_calls: int = 20) -> str:
+    """Mean forward cost inside the runs over the isolated cost curve, per size."""
+    curve, parts = data["cost_curve"], []
+    isolated = {"draft": curve["draft_s"], "heads": curve["heads_s"]}
+    for who, entries in curve["in_run"].items():
+        for n, seconds, count in entries:
+            if count < min_calls:
+                continue
+            if who == "target":
+                base = curve["target_s"][n - 1] if n <= len(curve["target_s"]) else None
+            else:
+                base = isolated[who] if n == 1 else None
+            if base:
+                parts.append(f"{who} n={n} {seconds / base:.2f}")
+    return ", ".join(parts) or "-"
 
 
 def markdown_summary(data: dict) -> str:

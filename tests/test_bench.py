@@ -217,8 +217,10 @@ def test_meter_restores_the_models() -> None:
         models.target.probs(np.arange(5))
         models.draft.probs(np.arange(3))
         models.heads.logits(np.zeros((1, 32), dtype=np.float32))
-    assert meter.target_sizes == Counter({5: 1}) and meter.draft_forwards == 1
-    assert meter.head_calls == 1 and meter.seconds > 0
+    assert meter.calls == Counter({("target", 5): 1, ("draft", 3): 1, ("heads", 1): 1})
+    assert meter.seconds == pytest.approx(sum(meter.call_s.values())) and meter.seconds > 0
+    costs = bench.in_run_costs(meter.calls, meter.call_s)
+    assert costs["target"] == [[5, meter.call_s[("target", 5)], 1]]
     assert "forward" not in vars(models.target) and "logits" not in vars(models.heads)
 
 
