@@ -12,7 +12,9 @@ set -euo pipefail
 build="${1:-_build/html}"
 out="${2:-screenshots}"
 via="${SCREENSHOT_VIA:-http}"
-window="${SCREENSHOT_WINDOW:-1280,4000}"
+# The window is the whole screenshot (headless Chromium has no full-page mode): tall enough
+# for the longest chapter, so figures and widgets far down the page are in the image.
+window="${SCREENSHOT_WINDOW:-1280,24000}"
 budget="${SCREENSHOT_BUDGET_MS:-20000}"
 
 browser=""
@@ -50,9 +52,11 @@ else
     base="file://$build"
 fi
 
-# Content pages: the root, the chapters, the bibliography (not search/genindex/_static).
+# Content pages: the root, the chapters, the bibliography (not search, genindex, the
+# sphinx-proof index prf-prf.html, or _static).
 mapfile -t pages < <(cd "$build" && find . -name '*.html' -not -path './_*' \
-    -not -name search.html -not -name genindex.html -not -name index.html | sed 's|^\./||' | sort)
+    -not -name search.html -not -name genindex.html -not -name index.html \
+    -not -name 'prf-*.html' | sed 's|^\./||' | sort)
 
 for page in "${pages[@]}"; do
     name="$(echo "${page%.html}" | tr '/' '_').png"
