@@ -18,7 +18,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test lint pytest nbval book book-student notebooks lab screenshots vendor clean distclean
+.PHONY: venv test test-torch lint pytest nbval book book-student notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -30,6 +30,19 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 test: lint pytest nbval
+
+# Optional: the torch extra in its own venv (.venv-train, CPU wheel), for retraining the
+# weights (python -m specdec_lite.train) and for the numpy-vs-torch forward test.
+TRAIN_STAMP := .venv-train/.installed
+
+$(TRAIN_STAMP): pyproject.toml
+	test -x .venv-train/bin/python || $(PYTHON) -m venv .venv-train
+	.venv-train/bin/python -m pip install -q torch==2.13.0 pytest==9.2.0
+	.venv-train/bin/python -m pip install -q -e .
+	touch $@
+
+test-torch: $(TRAIN_STAMP)
+	.venv-train/bin/python -m pytest -q tests/test_transformer.py tests/test_medusa.py
 
 lint: venv
 	$(BIN)/ruff check .
