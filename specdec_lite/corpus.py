@@ -51,17 +51,3 @@ def fit_ngrams(target_order: int = 5, draft_order: int = 3) -> tuple:
     draft = NGramModel(draft_order, tokenizer.vocab_size).fit(ids)
     return tokenizer, target, draft
 
-
-def sample_prompts(n: int, length: int, seed: int, split: str = "heldout") -> list[str]:
-    """``n`` distinct prompts ``text[s : s + length]`` of a split, each starting at the start
-    of a non-blank line, chosen with ``seed`` and returned in text order."""
-    import numpy as np
-
-    text = load_text(split)
-    line_starts = np.flatnonzero(np.frombuffer(text.encode("ascii"), dtype=np.uint8) == 10) + 1
-    starts = [s for s in [0, *line_starts.tolist()]
-              if s + length <= len(text) and text[s : s + 1].strip()]
-    if not 1 <= n <= len(starts):
-        raise ValueError(f"n must be in [1, {len(starts)}] for length {length}, got {n}")
-    chosen = np.sort(np.random.default_rng(seed).choice(starts, size=n, replace=False))
-    return [text[s : s + length] for s in chosen]
