@@ -1132,3 +1132,253 @@ def plot_overhead_split(data: dict, ax: plt.Axes | None = None, top: int = 4) ->
     ax.set_xlim(0, 1)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
+
+
+# ---------------------------------------------------------------------------
+# Chapter 5 (book figures)
+# ---------------------------------------------------------------------------
+# The chapter's own figures. They read a loaded ``results/bench.json`` (``data``) and the
+# closed forms of :mod:`specdec_lite.theory`. A *verification cost* ``verify`` is a
+# measured cost curve r = [T(1)/T(1), T(2)/T(1), ...] (``data["cost_curve"]["ratio"]``);
+# ``None`` means the flat cost r(n) = 1 of Thm 3.8 (the memory-bound accelerator).
+
+
+def verify_ratio_at(n: np.ndarray, verify: np.ndarray | None = None,
+                    width: int | None = None) -> np.ndarray:
+    """r(n) = T(n)/T(1) for n = k + 1 tokens [len(n)]: from the measured curve ``verify``
+    (NaN beyond its range), ceil(n / width) for the SIMULATED accelerator, else 1."""
+    n = np.asarray(n)
+    if width is not None:
+        return np.ceil(n / width)
+    if verify is None:
+        return np.ones(n.shape)
+    r = np.asarray(verify, dtype=np.float64)  # [N]: r[n - 1] = T(n)/T(1)
+    inside = (n >= 1) & (n <= len(r))
+    return np.where(inside, r[np.clip(n, 1, len(r)) - 1], np.nan)
+
+
+def theory_speedup(alpha: float, ks: np.ndarray, c: float, verify: np.ndarray | None = None,
+                   width: int | None = None) -> np.ndarray:
+    """E(α, k) / (k·c + r(k+1)) for every k in ``ks`` [len(ks)]; NaN where r is unknown."""
+    from .theory import expected_speedup
+
+    ks = np.asarray(ks)
+    r = verify_ratio_at(ks + 1, verify, width)  # [len(ks)]
+    known = np.isfinite(r)
+    out = np.full(ks.shape, np.nan)
+    out[known] = expected_speedup(alpha, ks[known], c, verify_cost=r[known])
+    return out
+
+
+def optimal_k_grid(alphas: np.ndarray, cs: np.ndarray, k_max: int,
+                   verify: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The best k in 1..k_max and its speedup for every (c, α): two arrays [len(cs),
+    len(alphas)]. With a measured ``verify``, k stops where the curve ends."""
+    ks = np.arange(1, k_max + 1)
+    if verify is not None:
+        ks = ks[ks + 1 <= len(verify)]
+    surface = np.array([[theory_speedup(a, ks, c, verify) for a in alphas]
+                        for c in cs])  # [len(cs), len(alphas), len(ks)]
+    best = np.argmax(surface, axis=-1)
+    return ks[best], np.take_along_axis(surface, best[..., None], -1)[..., 0]
+
+
+def bench_rows(data: dict, method: str, temperature: float,
+               simulated: bool = False) -> list[dict]:
+    """The rows of one method at one temperature, measured or SIMULATED, sorted by k
+    (Medusa: by tree size, the chain last)."""
+    rows = [r for r in data["rows"] if r["method"] == method and r["simulated"] == simulated
+            and r["temperature"] == temperature]
+    return sorted(rows, key=lambda r: (r["k"] or 0, r["tree_nodes"] or 10**9))
+
+
+def _predicted(rows: list[dict]) -> list[float]:
+    return [np.nan if r["predicted_speedup_tau"] is None else r["predicted_speedup_tau"]
+            for r in rows]
+
+
+def _errorbar(ax: plt.Axes, rows: list[dict], x: np.ndarray, **style: object) -> None:
+    speed = np.array([r["speedup"] for r in rows])  # [n]
+    err = np.abs(np.array([r["speedup_ci"] for r in rows]).T - speed)  # [2, n]
+    ax.errorbar(x, speed, yerr=err, capsize=3, **style)
+
+
+def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
+                      ax: plt.Axes | None = None, title: str | None = None) -> plt.Figure:
+    """Draft-model speedup against k at one temperature: the measured medians with their
+    95% CIs (dots), the prediction from each row's measured τ (crosses), and Thm 3.8 with
+    the measured cost curve at one ``alpha`` (dashed). SIMULATED rows, if the run has
+    them, in grey squares with their own theory curve (flat cost up to the width)."""
+    fig, ax = _axes(ax, figsize=(6, 3.8))
+    rows = bench_rows(data, "speculative", temperature)
+    ks = np.array([r["k"] for r in rows])
+    grid = np.arange(1, ks.max() + 1)
+    c, verify = data["c"], data["cost_curve"]["ratio"]
+    ax.plot(grid, theory_speedup(alpha, grid, c, verify), "--", color=COLORS["target"],
+            alpha=0.8, label=f"Thm 3.8, measured T(n), α = {alpha:.2f}")
+    _errorbar(ax, rows, ks, fmt="o-", color=COLORS["target"], label="measured (95% CI)")
+    ax.plot(ks, _predicted(rows), "x", color=COLORS["theory"],
+            ms=8, label="predicted from measured τ")
+    sim = bench_rows(data, "speculative", temperature, simulated=True)
+    if sim:
+        width = data["settings"]["simulate_width"]
+        ax.plot(grid, theory_speedup(alpha, grid, c, width=width), ":", color="#888888")
+        _errorbar(ax, sim, np.array([r["k"] for r in sim]), fmt="s-", color="#888888",
+                  mfc="white", label=f"SIMULATED accelerator (W = {width})")
+    ax.axhline(1.0, color=COLORS["theory"], lw=0.8)
+    ax.set_xticks(grid)
+    ax.set_xlabel("k (draft tokens per step)")
+    ax.set_ylabel("speedup over autoregressive")
+    ax.set_ylim(0, None)
+    ax.legend(fontsize=7, loc="best")
+    rule = rows[0]["rule"]
+    ax.set_title(title or f"draft model, T = {temperature:g} ({rule} rule)", fontsize=10)
+    return fig
+
+
+def plot_medusa_speedups(data: dict, ax: plt.Axes | None = None) -> plt.Figure:
+    """Medusa: one group per configuration, the measured speedup (CI) and, if the run has
+    them, the SIMULATED one (hatched); crosses are the predictions from measured τ."""
+    fig, ax = _axes(ax, figsize=(6, 3.8))
+    temps = sorted({r["temperature"] for r in data["rows"]})
+    rows = [r for t in temps for r in bench_rows(data, "medusa", t)]
+    sim = {r["label"].removeprefix("SIMULATED "): r
+           for t in temps for r in bench_rows(data, "medusa", t, simulated=True)}
+    x = np.arange(len(rows))
+    width = 0.38 if sim else 0.6
+    paired = [i for i, r in enumerate(rows) if r["label"] in sim]
+    for positions, group, style in [
+        (x - width / 2 if sim else x, rows, {"color": COLORS["accepted"], "label": "measured"}),
+        (x[paired] + width / 2, [sim[rows[i]["label"]] for i in paired],
+         {"color": "white", "edgecolor": "#888888", "hatch": "//",
+          "label": f"SIMULATED (W = {data['settings']['simulate_width']})"}),
+    ]:
+        if not group:
+            continue
+        speed = np.array([r["speedup"] for r in group])
+        err = np.abs(np.array([r["speedup_ci"] for r in group]).T - speed)
+        ax.bar(positions, speed, width, yerr=err, capsize=3, **style)
+        ax.plot(positions, _predicted(group), "x",
+                color=COLORS["theory"], ms=8)
+    ax.plot([], [], "x", color=COLORS["theory"], label="predicted from measured τ")
+    ax.axhline(1.0, color=COLORS["theory"], lw=0.8)
+    ax.set_xticks(x, [r["label"].removeprefix("medusa ").replace(" T=", "\nT=")
+                      for r in rows], fontsize=8)
+    ax.set_ylabel("speedup over autoregressive")
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title("Medusa heads", fontsize=10)
+    return fig
+
+
+def plot_theory_multiples(alphas: list[float], cs: list[float], k_max: int = 12,
+                          verify: np.ndarray | None = None) -> plt.Figure:
+    """Small multiples of Thm 3.8: one panel per draft cost c, one line per α, speedup
+    against k, the best k of each line marked. Top row: flat verification (r = 1); bottom
+    row, if ``verify`` is given: the measured cost curve (k up to where it ends)."""
+    rows = [("flat verification cost (accelerator)", None)]
+    if verify is not None:
+        rows.append(("measured T(n) of this CPU", verify))
+    fig, axes = plt.subplots(len(rows), len(cs), figsize=(3.4 * len(cs), 2.9 * len(rows)),
+                             sharex=True, sharey=True, squeeze=False)
+    ks = np.arange(1, k_max + 1)
+    colors = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, len(alphas)))
+    for (name, curve), axes_row in zip(rows, axes, strict=True):
+        for c, ax in zip(cs, axes_row, strict=True):
+            for a, color in zip(alphas, colors, strict=True):
+                s = theory_speedup(a, ks, c, curve)  # [k_max], NaN beyond the curve
+                ax.plot(ks, s, "-", color=color, label=f"α = {a:g}")
+                if np.isfinite(s).any():
+                    best = int(np.nanargmax(s))
+                    ax.plot(ks[best], s[best], "o", color=color, ms=5)
+            ax.axhline(1.0, color=COLORS["theory"], lw=0.8)
+            ax.set_title(f"c = {c:g}, {name}", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("k")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("speedup")
+    axes[0, -1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_optimal_k_heatmap(alphas: np.ndarray, cs: np.ndarray, k_max: int = 16,
+                           verify: np.ndarray | None = None, ax: plt.Axes | None = None,
+                           points: dict[str, tuple[float, float]] | None = None,
+                           title: str | None = None) -> plt.Figure:
+    """The optimal k over (α, c) (colour), grey where no k gives a speedup above 1, with
+    contours of the best speedup. ``points`` marks measured (α, c) pairs by label."""
+    fig, ax = _axes(ax, figsize=(5.5, 4))
+    best_k, best = optimal_k_grid(alphas, cs, k_max, verify)  # [len(cs), len(alphas)]
+    shown = np.ma.masked_where(best <= 1.0, best_k)
+    levels = np.arange(0.5, best_k.max() + 1.5)
+    cmap = plt.get_cmap("viridis", len(levels) - 1).with_extremes(bad="#d9d9d9")
+    mesh = ax.pcolormesh(alphas, cs, shown, cmap=cmap, vmin=levels[0], vmax=levels[-1],
+                         shading="nearest")
+    fig.colorbar(mesh, ax=ax, label="optimal k", ticks=np.arange(1, best_k.max() + 1,
+                                                                   max(1, k_max // 8)))
+    contours = ax.contour(alphas, cs, best, levels=[1.0, 1.5, 2.0, 3.0, 5.0],
+                          colors="white", linewidths=0.8)
+    ax.clabel(contours, fmt=lambda v: f"{v:g}×", fontsize=7)
+    for label, (a, c) in (points or {}).items():
+        ax.plot(a, c, "*", color=COLORS["rejected"], ms=12, mec="white")
+        ax.annotate(label, (a, c), xytext=(5, 5), textcoords="offset points", fontsize=8,
+                    color=COLORS["rejected"])
+    ax.set_xlabel("α (acceptance per checked token)")
+    ax.set_ylabel("c (draft cost / target cost)")
+    ax.grid(False)
+    ax.set_title(title or "optimal k; grey: no k pays", fontsize=10)
+    return fig
+
+
+def plot_speedup_explorer(k: int, alpha: float, c: float, verify: np.ndarray | None = None,
+                          k_max: int = 16, ax: plt.Axes | None = None) -> plt.Figure:
+    """Thm 3.8 against k at one (α, c): flat verification cost (solid) and, if given, the
+    measured cost curve (dashed); the chosen ``k`` is starred on each."""
+    from .theory import expected_speedup, optimal_k
+
+    fig, ax = _axes(ax, figsize=(6.5, 3.6))
+    ks = np.arange(1, k_max + 1)
+    curves = [("flat T(n) (accelerator)", None, "-", COLORS["target"])]
+    if verify is not None:
+        curves.append(("measured T(n) (this CPU)", verify, "--", COLORS["draft"]))
+    for name, curve, style, color in curves:
+        s = theory_speedup(alpha, ks, c, curve)
+        ax.plot(ks, s, style, color=color, label=name)
+        if k <= len(s) and np.isfinite(s[k - 1]):
+            ax.plot(k, s[k - 1], "*", color=color, ms=14)
+    ax.axhline(1.0, color=COLORS["theory"], lw=0.8)
+    flat = expected_speedup(alpha, k, c)
+    ax.set_title(f"α = {alpha:.2f}, c = {c:.2f}, k = {k}: speedup {flat:.2f}× with flat "
+                 f"T(n); best k {optimal_k(alpha, c, k_max)}", fontsize=9)
+    ax.set_xlabel("k (draft tokens per step)")
+    ax.set_ylabel("speedup")
+    ax.set_ylim(0, max(2.0, 1.1 * float(np.nanmax(theory_speedup(alpha, ks, c)))))
+    ax.set_xticks(ks)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def plot_cost_per_token(items: dict[str, tuple[float, float, float]],
+                        ax: plt.Axes | None = None, title: str | None = None) -> plt.Figure:
+    """Cost per emitted token in units of T(1), split into verification and drafting:
+    ``items`` maps a label to (draft cost per step, verification cost per step, τ).
+    Plain decoding costs exactly 1 (dashed line); a bar past it is a slowdown. The number
+    at the end of a bar is the speedup this cost model predicts, 1 / (cost per token)."""
+    fig, ax = _axes(ax, figsize=(8, 0.55 * len(items) + 1.4))
+    totals = []
+    for i, (draft_cost, verify_cost, tau) in enumerate(items.values()):
+        d, v = draft_cost / tau, verify_cost / tau
+        ax.barh(i, v, color=COLORS["target"], label="verification" if i == 0 else None)
+        ax.barh(i, d, left=v, color=COLORS["draft"], label="drafting" if i == 0 else None)
+        ax.text(d + v, i, f" {1 / (d + v):.2f}×", va="center", fontsize=8)
+        totals.append(d + v)
+    ax.axvline(1.0, color=COLORS["theory"], lw=1, ls="--")
+    ax.set_xlim(0, 1.15 * max(totals))
+    ax.set_yticks(range(len(items)), list(items), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("target forwards per emitted token (plain decoding = 1)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

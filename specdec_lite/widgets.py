@@ -136,3 +136,26 @@ def typical_explorer(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
 # ---------------------------------------------------------------------------
 # Chapter 5: benchmarks
 # ---------------------------------------------------------------------------
+
+
+
+def speedup_explorer(verify: np.ndarray | None = None, k_max: int = 16, alpha: float = 0.7,
+                     c: float = 0.2) -> W.interactive:
+    """Sliders for k, α and c over :func:`plots.plot_speedup_explorer`: Thm 3.8 against k
+    with a flat verification cost and, if ``verify`` (a measured T(n)/T(1) curve) is
+    given, with that cost curve too. ``alpha`` and ``c`` are the sliders' start values.
+
+    Display the returned widget (make it the last expression of a cell).
+    """
+
+    def draw(k: int = 4, alpha: float = alpha, c: float = c) -> None:
+        _show(plots.plot_speedup_explorer(k, alpha, c, verify, k_max))
+
+    return W.interactive(
+        draw,
+        k=W.IntSlider(value=4, min=1, max=k_max, description="k", continuous_update=False),
+        alpha=W.FloatSlider(value=round(alpha, 2), min=0.0, max=0.99, step=0.01,
+                            description="α", continuous_update=False),
+        c=W.FloatSlider(value=round(c, 2), min=0.0, max=1.0, step=0.01, description="c",
+                        continuous_update=False),
+    )

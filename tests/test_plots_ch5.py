@@ -1,0 +1,83 @@
+"""Chapter 5's figure helpers in specdec_lite.plots: the theory data they draw, and smoke
+tests of every figure on a small hand-made benchmark result."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from specdec_lite import expected_speedup, optimal_k, plots
+
+RATIO = np.array([1.0, 1.5, 1.8, 2.0, 2.1])  # [5]: T(n)/T(1) for n = 1..5
+
+
+def test_verify_ratio_at_measured_flat_and_simulated():
+    n = np.array([1, 3, 5, 6])
+    np.testing.assert_allclose(plots.verify_ratio_at(n, RATIO), [1.0, 1.8, 2.1, np.nan])
+    np.testing.assert_array_equal(plots.verify_ratio_at(n), np.ones(4))
+    np.testing.assert_array_equal(plots.verify_ratio_at(np.array([1, 4, 5, 9]), width=4),
+                                  [1, 1, 2, 3])
+
+
+def test_theory_speedup_matches_expected_speedup():
+    ks = np.arange(1, 6)
+    np.testing.assert_allclose(plots.theory_speedup(0.7, ks, 0.1),
+                               expected_speedup(0.7, ks, 0.1))
+    measured = plots.theory_speedup(0.7, ks, 0.1, RATIO)  # k + 1 = 6 is beyond the curve
+    np.testing.assert_allclose(measured[:4], expected_speedup(0.7, ks[:4], 0.1,
+                                                              verify_cost=RATIO[1:5]))
+    assert np.isnan(measured[4])
+
+
+def test_optimal_k_grid_agrees_with_optimal_k():
+    alphas, cs = np.array([0.3, 0.6, 0.9]), np.array([0.05, 0.2])
+    best_k, best = plots.optimal_k_grid(alphas, cs, k_max=20)
+    for i, c in enumerate(cs):
+        for j, a in enumerate(alphas):
+            assert best_k[i, j] == optimal_k(a, c, k_max=20)
+            assert best[i, j] == pytest.approx(expected_speedup(a, best_k[i, j], c))
+    best_k, _ = plots.optimal_k_grid(alphas, cs, k_max=20, verify=RATIO)
+    assert best_k.max() <= len(RATIO) - 1
+
+
+def _row(method, k=None, tree=None, t=0.0, simulated=False, speedup=1.2, tau=2.0):
+    label = {"autoregressive": "autoregressive", "speculative": f"speculative k={k}",
+             "medusa": f"medusa tree {tree}" if tree else f"medusa chain {k}"}[method]
+    return {"method": method, "label": ("SIMULATED " if simulated else "") + f"{label} T={t:g}",
+            "k": k, "tree_nodes": tree, "rule": "greedy" if t == 0 else "exact",
+            "temperature": t, "simulated": simulated, "speedup": speedup,
+            "speedup_ci": [speedup - 0.1, speedup + 0.1], "predicted_speedup_tau": speedup,
+            "tau": tau}
+
+
+BENCH = {
+    "settings": {"simulate_width": 4},
+    "c": 0.1,
+    "cost_curve": {"ratio": RATIO.tolist()},
+    "rows": [_row("speculative", k=k, t=t, simulated=s) for k in (3, 1, 2)
+             for t in (0.0, 1.0) for s in (False, True)]
+            + [_row("medusa", tree=4), _row("medusa", tree=2), _row("medusa", k=3, t=1.0),
+               _row("medusa", tree=4, simulated=True)],
+}
+
+
+def test_bench_rows_selects_and_sorts():
+    rows = plots.bench_rows(BENCH, "speculative", 1.0)
+    assert [r["k"] for r in rows] == [1, 2, 3]
+    assert not any(r["simulated"] for r in rows)
+    assert [r["tree_nodes"] for r in plots.bench_rows(BENCH, "medusa", 0.0)] == [2, 4]
+    assert len(plots.bench_rows(BENCH, "medusa", 0.0, simulated=True)) == 1
+
+
+def test_figures_draw():
+    figures = [
+        plots.plot_speedup_vs_k(BENCH, 0.0, 0.6),
+        plots.plot_medusa_speedups(BENCH),
+        plots.plot_theory_multiples([0.5, 0.9], [0.1, 0.3], k_max=6, verify=RATIO),
+        plots.plot_optimal_k_heatmap(np.linspace(0, 0.95, 5), np.linspace(0, 0.5, 4), 6,
+                                     points={"here": (0.6, 0.1)}),
+        plots.plot_speedup_explorer(3, 0.7, 0.1, verify=RATIO, k_max=6),
+        plots.plot_cost_per_token({"plain": (0.0, 1.0, 1.0), "k=3": (0.3, 2.0, 2.5)}),
+    ]
+    for fig in figures:
+        assert isinstance(fig, plt.Figure)
+        plt.close(fig)
