@@ -124,7 +124,8 @@ def causal_bias(n: int) -> np.ndarray:  # [n, n]
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation."""
-    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * x**3)))
+    cube = x * x * x  # not x**3: float32 power is an order of magnitude slower
+    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * cube)))
 
 
 class Output(NamedTuple):
