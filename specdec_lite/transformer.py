@@ -93,27 +93,6 @@ def normalize(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
     return centred / np.sqrt(var + LN_EPS)
 
 
-#: Blocks of up to this many tokens multiply their weights row by row (see ``matmul``).
-ROWWISE_MAX = 8
-
-
-def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # [n, d_in] @ [d_in, d_out]
-    """x @ w, row by row for small blocks (2 <= n <= ``ROWWISE_MAX``).
-
-    For a handful of rows, BLAS's matrix-vector product is several times faster per row
-    than its matrix-matrix product (which repacks all of ``w`` on every call), so this
-    keeps a verification pass over k + 1 tokens cheap. Every row then also gets exactly
-    the arithmetic of a one-token call.
-    """
-    n = x.shape[0]
-    if n == 1 or n > ROWWISE_MAX:
-        return x @ w
-    out = np.empty((n, w.shape[1]), dtype=np.result_type(x, w))  # [n, d_out]
-    for i in range(n):
-        np.matmul(x[i], w, out=out[i])
-    return out
-
-
 @functools.lru_cache(maxsize=64)
 def causal_bias(n: int) -> np.ndarray:  # [n, n]
     """0 where token i may attend token j <= i, -inf above the diagonal (read-only)."""
@@ -259,7 +238,7 @@ class TransformerModel:
         for layer, weights in enumerate(self.layers):
             x = self._block(x, weights, self.cache.kv[layer], start, bias)
         hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
-        logits = matmul(hidden, self.unembed)  # [n, V]
+        logits = hidden @ self.unembed  # [n, V]
         cache = self.cache
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
@@ -274,7 +253,7 @@ class TransformerModel:
         qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
         n, d = x.shape
         heads, d_head = self.config.n_head, self.config.d_head
-        qkv = (matmul(normalize(x), qkv_w) + qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, dh]
+        qkv = (normalize(x) @ qkv_w + qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
         qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, n, d_head]
         end = start + n
         kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
@@ -284,8 +263,8 @@ class TransformerModel:
             scores[:, :, start:] += bias
         attention = softmax32(scores)  # [H, n, end]
         attended = (attention @ values).transpose(1, 0, 2).reshape(n, d)  # [n, d]
-        x = x + matmul(attended, proj_w) + proj_b
-        return x + matmul(gelu(matmul(normalize(x), fc_w) + fc_b), mlp_w) + mlp_b
+        x = x + attended @ proj_w + proj_b
+        return x + gelu(normalize(x) @ fc_w + fc_b) @ mlp_w + mlp_b
 
     def _sync(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Make the cache's causal prefix equal ``tokens``, reusing the common prefix.
