@@ -1,8 +1,9 @@
 """Benchmark: autoregressive vs draft-model speculative decoding vs Medusa, against theory.
 
 ``run()`` decodes the same held-out prompts with every method and measures wall-clock
-tokens/s, target and draft calls, α and τ, the target's **cost curve** T(n), the draft
-cost c, and the **engine overhead** (wall time outside the model forwards).
+tokens/s, target and draft calls, α (accepted / checked draft tokens) and τ, the
+target's **cost curve** T(n), the draft cost c, and the **engine overhead** (wall time
+outside the model forwards).
 
 Methods (the rule follows the temperature: greedy verification at T = 0, the exact
 rule at T > 0):
@@ -88,7 +89,7 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
       "bars": [{"name", "threshold", "value", "status": "PASS" | "MISS" | "n/a"}],
       "notes": [str],
       "runs": [{"label", "prompt", "repeat", "wall_s", "forward_s", "tokens",
-                "target_calls", "draft_calls", "accepted", "proposed", "sim_s"}]
+                "target_calls", "draft_calls", "accepted", "checked", "sim_s"}]
     }
 """
 
@@ -384,7 +385,7 @@ class Run:
     target_calls: int
     draft_calls: int
     accepted: int
-    proposed: int
+    checked: int  # accepted + first rejected draft token of each step
     sim_s: float | None = None
 
 
@@ -620,7 +621,7 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
                 key = (method.label, p, repeat)
                 runs.append(Run(method.label, p, repeat, wall, meter.seconds, len(gen.tokens),
                                 gen.target_calls, gen.draft_calls, sum(gen.accepted),
-                                gen.proposed))
+                                gen.checked))
                 calls[key] = meter.calls.copy()
                 all_calls.update(meter.calls)
                 all_call_s.update(meter.call_s)
@@ -710,8 +711,8 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, c: fl
     ratios = rate / np.array([base[x].tokens / seconds(base[x]) for x in cells])  # [cells]
     sel = [mine[x] for x in cells]
     tokens = sum(r.tokens for r in sel)
-    proposed = sum(r.proposed for r in sel)
-    alpha = sum(r.accepted for r in sel) / proposed if proposed else None
+    checked = sum(r.checked for r in sel)
+    alpha = sum(r.accepted for r in sel) / checked if checked else None  # accepted / checked
     tau = tokens / sum(r.target_calls for r in sel)
     pred, pred_tau = _predictions(method, alpha, tau, curve, c, c_heads, trees, width)
     speedup = float(np.median(ratios))

@@ -64,6 +64,19 @@ class Generation:
         return sum(self.accepted) / self.proposed if self.proposed else 0.0
 
     @property
+    def checked(self) -> int:
+        """Draft tokens the target actually judged: each step's accepted tokens plus its
+        first rejected one (the tokens after a rejection are never looked at)."""
+        return sum(min(s.n_accepted + 1, len(s.proposed)) for s in self.steps)
+
+    @property
+    def per_token_acceptance(self) -> float:
+        """Accepted / checked draft tokens: the estimate of α, the chance that one draft
+        token is accepted. ``acceptance_rate`` (accepted / proposed) is lower, E[N]/k,
+        because it also counts the unchecked tokens after a rejection. 0.0 if none."""
+        return sum(self.accepted) / self.checked if self.checked else 0.0
+
+    @property
     def mean_tokens_per_step(self) -> float:
         """τ: emitted tokens per target call, counting the correction/bonus token."""
         return len(self.tokens) / self.target_calls if self.target_calls else 0.0

@@ -252,3 +252,15 @@ def test_tokens_per_target_call_match_theory(k):
     # acceptance_rate = accepted / proposed = E[N]/k = α(1 − α^k)/((1 − α)k): it falls with k
     rate = accepted / (k * len(steps))
     assert rate == pytest.approx(alpha * (1 - alpha**k) / ((1 - alpha) * k), rel=0.03)
+
+
+def test_per_token_acceptance_estimates_alpha():
+    # accepted / checked is an unbiased-in-the-limit estimate of α; accepted / proposed is not
+    alpha = acceptance_probability(P_TABLE, Q_TABLE)
+    gen = speculative_generate(
+        TableModel(P_TABLE), TableModel(Q_TABLE), [0], k=4, max_new_tokens=3000, seed=11
+    )
+    se = math.sqrt(alpha * (1 - alpha) / gen.checked)
+    assert abs(gen.per_token_acceptance - alpha) < 4 * se
+    assert gen.acceptance_rate < alpha - 4 * se
+    assert gen.checked <= gen.proposed
