@@ -1321,8 +1321,9 @@ def plot_optimal_k_heatmap(alphas: np.ndarray, cs: np.ndarray, k_max: int = 16,
     ax.clabel(contours, fmt=lambda v: f"{v:g}×", fontsize=7)
     for label, (a, c) in (points or {}).items():
         ax.plot(a, c, "*", color=COLORS["rejected"], ms=12, mec="white")
-        ax.annotate(label, (a, c), xytext=(5, 5), textcoords="offset points", fontsize=8,
-                    color=COLORS["rejected"])
+        ax.annotate(label, (a, c), xytext=(6, 6), textcoords="offset points", fontsize=8,
+                    color=COLORS["rejected"],
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
     ax.set_xlabel("α (acceptance per checked token)")
     ax.set_ylabel("c (draft cost / target cost)")
     ax.grid(False)
