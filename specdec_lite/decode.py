@@ -110,22 +110,17 @@ def model_rows(
     model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float
 ) -> np.ndarray:
     """Call ``model.probs(tokens)`` once, validate it and return its last ``n_rows`` rows at
-    ``temperature``: [n_rows, V]. A model with ``last_probs(tokens, n_rows)`` (the
-    transformer) is asked for those rows only."""
+    ``temperature``: [n_rows, V]. A model with ``last_probs(tokens, n_rows, temperature)``
+    (the transformer) is asked for those rows only."""
     last = getattr(model, "last_probs", None)
-    if last is not None:  # the transformer: a softmax of its logits, valid by construction
-        rows = last(tokens, n_rows)  # [n_rows, V] float64
-    else:
-        out = np.asarray(model.probs(tokens))
-        if out.ndim != 2 or out.shape[0] != len(tokens):
-            raise ValueError(
-                f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
-            )
-        rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
-    if temperature == 0:  # apply_temperature's one-hot of the first argmax, minus its overhead
-        return (np.arange(rows.shape[1]) == rows.argmax(axis=1)[:, None]).astype(np.float64)
-    if temperature == 1 and last is not None:  # apply_temperature would only copy fresh rows
-        return rows
+    if last is not None:  # the transformer: rows of its own softmax, valid by construction
+        return last(tokens, n_rows, temperature)  # [n_rows, V] float64
+    out = np.asarray(model.probs(tokens))
+    if out.ndim != 2 or out.shape[0] != len(tokens):
+        raise ValueError(
+            f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
+        )
+    rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
     return apply_temperature(rows, temperature)
 
 
@@ -168,7 +163,7 @@ def generate(
     for _ in range(max_new_tokens):
         p = model_rows(model, seq[:n], 1, "model", temperature)[0]  # [V]
         gen.target_calls += 1
-        token = int(np.argmax(p)) if temperature == 0 else sample(p, rng)
+        token = int(p.argmax()) if temperature == 0 else sample(p, rng)
         seq[n] = token
         n += 1
         gen.steps.append(Step((), 0, (token,), "sample"))
@@ -225,7 +220,7 @@ def speculative_generate(
             q = model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0]  # [V]
             gen.draft_calls += 1
             draft_probs[i] = q
-            ctx[n + i] = int(np.argmax(q)) if greedy else sample(q, rng)
+            ctx[n + i] = int(q.argmax()) if greedy else sample(q, rng)
         drafted = ctx[n:]  # [k_step]
         target_probs = model_rows(target, ctx, k_step + 1, "target", temperature)
         gen.target_calls += 1

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .distributions import softmax
+from .distributions import apply_temperature, softmax
 from .models import check_tokens
 
 LN_EPS = 1e-5
@@ -198,6 +198,7 @@ class TransformerModel:
                                 p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
                                 p[b + "mlp_proj.b"]))
         self.cache = KVCache(config, cache_capacity or 2 * config.max_len)
+        self._one_hot = np.eye(config.vocab_size)  # [V, V] rows of last_probs at T = 0
 
     @classmethod
     def from_npz(cls, path: str | Path, config: TransformerConfig, sha256: str) -> TransformerModel:
@@ -303,19 +304,25 @@ class TransformerModel:
         """
         return softmax(self.logits(tokens))  # [n, V]
 
-    def last_probs(self, tokens: Sequence[int] | np.ndarray, n_rows: int = 1) -> np.ndarray:
-        """``probs(tokens)[-n_rows:]`` ([n_rows, V] float64) without the other rows' softmax.
+    def last_probs(self, tokens: Sequence[int] | np.ndarray, n_rows: int = 1,
+                   temperature: float = 1.0) -> np.ndarray:
+        """``apply_temperature(probs(tokens)[-n_rows:], temperature)``, [n_rows, V] float64,
+        without computing the other rows (the decoders call this when a model has it).
 
-        The decoders call this when a model has it: they only need the last few rows.
+        At temperature 0 that is the one-hot of each row's first argmax, taken straight from
+        the logits (the softmax keeps their order); at 1 the plain softmax.
         """
         n = self._sync(tokens)
         if not 1 <= n_rows <= n:
             raise ValueError(f"n_rows must be in [1, {n}], got {n_rows}")
-        z = self.cache.logits[n - n_rows : n].astype(np.float64)  # [n_rows, V]
-        z -= z.max(axis=-1, keepdims=True)  # the steps of ``softmax``, in place
+        logits = self.cache.logits[n - n_rows : n]  # [n_rows, V] float32
+        if temperature == 0:
+            return self._one_hot[logits.argmax(axis=1)]  # [n_rows, V], a fresh copy
+        z = logits.astype(np.float64)  # the steps of ``softmax``, in place
+        z -= z.max(axis=-1, keepdims=True)
         np.exp(z, out=z)
         z /= z.sum(axis=-1, keepdims=True)
-        return z
+        return z if temperature == 1 else apply_temperature(z, temperature)
 
 
 def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
