@@ -13,6 +13,10 @@ STAMP  := $(VENV)/.installed
 export JUPYTER_PATH := $(CURDIR)/$(VENV)/share/jupyter
 export JUPYTER_PLATFORM_DIRS := 1
 export PYTHONHASHSEED := 0
+# One BLAS thread: the same floating-point summation order on every machine (notebook
+# outputs are compared exactly), and no spinning BLAS threads fighting over 2 cores.
+export OPENBLAS_NUM_THREADS := 1
+export OMP_NUM_THREADS := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
