@@ -27,7 +27,8 @@ interval of that median (:func:`bootstrap_ci`).
 
 Cost curve. T(n) is the median time of one ``target.forward`` over n new tokens after a
 cached prefix as long as the average decoding context (prompt + half the new tokens),
-for n = 1 .. the largest verification block; r(n) = T(n)/T(1). The draft cost is
+for n = 1 .. the largest verification block, timed in short back-to-back bursts (warm
+caches, as in the decode loops; :func:`cost_curve`); r(n) = T(n)/T(1). The draft cost is
 c = T_draft(1)/T(1); one Medusa heads call costs c_heads = T_heads/T(1).
 
 Predictions (Leviathan et al. Thm 3.8 with the measured verification cost):
@@ -138,7 +139,7 @@ class Settings:
     ks: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
     trees: tuple[int, ...] = (4, 8, 16)
     temperatures: tuple[float, ...] = (0.0, 1.0)
-    prompts: int = 8
+    prompts: int = 10
     prompt_len: int = 96
     new_tokens: int = 128
     repeats: int = 3
@@ -487,12 +488,15 @@ def calibrate(models: Models, windows: list[np.ndarray],
     return (np.mean(acc, axis=0) if acc else None), alpha
 
 
-def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int,
-               seed: int) -> tuple[np.ndarray, float, float | None]:
+def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int, seed: int,
+               burst: int = 4) -> tuple[np.ndarray, float, float | None]:
     """Median seconds of target forwards over n = 1..n_max new tokens [n_max], of a draft
     forward over one token and of one heads call, after ``prefix`` is cached.
 
     Every repetition runs all probes in a seeded shuffled order; repetition 0 is warm-up.
+    Each probe runs ``burst`` times back to back and the first, cold call is not counted:
+    the decoders also call a model several times in a row (k drafts, one token after
+    another), and a single call after a different model's forward pays for cold caches.
     """
     target, draft, heads = models.target, models.draft, models.heads
     new = np.resize(prefix[::-1], n_max)  # [n_max] any valid tokens
@@ -505,17 +509,18 @@ def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int,
     if heads is not None:
         probes.append(lambda: heads.logits(hidden))
     rng = np.random.default_rng(seed)
-    times = np.zeros((repeats, len(probes)))  # [repeats, probes]
+    times = np.zeros((repeats, len(probes), burst - 1))  # [repeats, probes, warm calls]
     for rep in range(repeats + 1):
         for i in rng.permutation(len(probes)):
-            start = time.perf_counter()
-            probes[i]()
-            elapsed = time.perf_counter() - start
-            target.cache.truncate(len(prefix))
-            draft.cache.truncate(len(prefix))
-            if rep:
-                times[rep - 1, i] = elapsed
-    med = np.median(times, axis=0)
+            for j in range(burst):
+                start = time.perf_counter()
+                probes[i]()
+                elapsed = time.perf_counter() - start
+                target.cache.truncate(len(prefix))
+                draft.cache.truncate(len(prefix))
+                if rep and j:
+                    times[rep - 1, i, j - 1] = elapsed
+    med = np.median(times, axis=(0, 2))
     return med[:n_max], float(med[n_max]), (float(med[n_max + 1]) if heads else None)
 
 
