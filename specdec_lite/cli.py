@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         "generate",
         help="speculative decoding with n-gram models fitted on the bundled corpus",
         description="Fit an n-gram target and draft on the bundled Python-stdlib corpus and "
-        "continue PROMPT with speculative decoding. Prints the text, then alpha (acceptance "
-        "rate), tau (tokens per target call), call counts and wall time.",
+        "continue PROMPT with speculative decoding. Prints the text, then alpha (accepted / "
+        "checked draft tokens), the acceptance rate (accepted / proposed), tau (tokens per "
+        "target call), call counts and wall time.",
     )
     gen.add_argument("--prompt", required=True, help="text to continue (ASCII characters)")
     gen.add_argument("--k", type=_integer, default=4, help="draft tokens per step (default 4)")
@@ -193,7 +194,8 @@ def _run_generate(args: argparse.Namespace) -> None:
     print(args.prompt + tokenizer.decode(gen.tokens))
     print("---")
     print(f"rule={args.rule} k={args.k} temperature={args.temperature:g} seed={args.seed}")
-    print(f"alpha (acceptance rate)      {gen.acceptance_rate:.3f}")
+    print(f"alpha (accepted / checked)   {gen.per_token_acceptance:.3f}")
+    print(f"accepted / proposed          {gen.acceptance_rate:.3f}")
     print(f"tau (tokens per target call) {gen.mean_tokens_per_step:.3f}")
     print(
         f"target calls {gen.target_calls}, draft calls {gen.draft_calls}, tokens {len(gen.tokens)}"
