@@ -97,6 +97,7 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
 from __future__ import annotations
 
 import cProfile
+import ctypes
 import gc
 import json
 import math
@@ -542,6 +543,33 @@ def profile_method(method: Method, models: Models, trees: dict, prompt: np.ndarr
     return {"wall_s": total, "forward_s": forward, "engine": engine}
 
 
+_PINNED_THREADS: int | None = None  # set by pin_blas_threads
+
+
+def pin_blas_threads(n: int = 1) -> bool:
+    """Limit the OpenBLAS that numpy loaded to ``n`` threads now (what OPENBLAS_NUM_THREADS=n
+    does at start-up). Small matrices run slower, and far noisier, on several threads.
+    Returns False where no OpenBLAS is found (then set the environment variable)."""
+    global _PINNED_THREADS
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return False
+    done = False
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                     "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, name):
+                getattr(lib, name)(ctypes.c_int(n))
+                done = True
+                break
+    if done:
+        _PINNED_THREADS = n
+    return done
+
+
 def machine_info() -> dict:
     """Platform, CPU model, numpy version, BLAS thread settings and load average."""
     cpu = platform.processor() or None
@@ -554,7 +582,8 @@ def machine_info() -> dict:
         pass
     return {"platform": platform.platform(), "python": platform.python_version(),
             "cpu_model": cpu, "cpu_count": os.cpu_count(), "numpy": np.__version__,
-            "blas_threads": {v: os.environ[v] for v in BLAS_VARS if v in os.environ},
+            "blas_threads": {v: os.environ[v] for v in BLAS_VARS if v in os.environ}
+            | ({"set at run time": str(_PINNED_THREADS)} if _PINNED_THREADS else {}),
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -668,7 +697,7 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
              "held-out split; prompts from the rest",
              "cost curve: target forwards with a causal mask (Medusa verifies with a tree "
              "mask over the same number of tokens)"]
-    if not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"} & set(os.environ):
+    if not machine_info()["blas_threads"]:
         notes.append("BLAS threads not pinned: set OPENBLAS_NUM_THREADS=1 for stable timings")
     model_info = {"target": asdict(models.target.config), "draft": asdict(models.draft.config),
                   "heads": n_heads, "source": models.source}

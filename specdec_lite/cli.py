@@ -13,6 +13,7 @@ on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -159,6 +160,8 @@ def _run_bench(args: argparse.Namespace) -> None:
         if path is not None and (not path or (option == "--json" and Path(path).is_dir())):
             raise ValueError(f"{option} needs a file path, got {path!r}")
     settings = _bench_settings(args).check()
+    if not set(bench.BLAS_VARS) & set(os.environ):
+        bench.pin_blas_threads(1)  # as make bench does with OPENBLAS_NUM_THREADS=1
     data = bench.run(settings, progress=not args.no_progress).to_json()
     print(bench.format_table(data))
     if args.json:

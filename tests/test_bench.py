@@ -229,3 +229,8 @@ def test_function_names_are_readable() -> None:
     assert bench.function_name(
         ("~", 0, "<method 'reduce' of 'numpy.ufunc' objects>")) == "numpy.ufunc.reduce"
     assert bench.function_name(("~", 0, "<built-in method numpy.asarray>")) == "numpy.asarray"
+
+
+def test_pin_blas_threads_is_recorded() -> None:
+    if bench.pin_blas_threads(1):
+        assert bench.machine_info()["blas_threads"]["set at run time"] == "1"
