@@ -1174,12 +1174,15 @@ def optimal_k_grid(alphas: np.ndarray, cs: np.ndarray, k_max: int,
                    verify: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The best k in 1..k_max and its speedup for every (c, α): two arrays [len(cs),
     len(alphas)]. With a measured ``verify``, k stops where the curve ends."""
+    from .theory import expected_speedup
+
     ks = np.arange(1, k_max + 1)
     if verify is not None:
         ks = ks[ks + 1 <= len(verify)]
-    surface = np.array([[theory_speedup(a, ks, c, verify) for a in alphas]
-                        for c in cs])  # [len(cs), len(alphas), len(ks)]
-    best = np.argmax(surface, axis=-1)
+    surface = expected_speedup(np.asarray(alphas)[None, :, None], ks,
+                               np.asarray(cs)[:, None, None],
+                               verify_cost=verify_ratio_at(ks + 1, verify))
+    best = np.argmax(surface, axis=-1)  # surface: [len(cs), len(alphas), len(ks)]
     return ks[best], np.take_along_axis(surface, best[..., None], -1)[..., 0]
 
 
@@ -1319,10 +1322,10 @@ def plot_optimal_k_heatmap(alphas: np.ndarray, cs: np.ndarray, k_max: int = 16,
     contours = ax.contour(alphas, cs, best, levels=[1.0, 1.5, 2.0, 3.0, 5.0],
                           colors="white", linewidths=0.8)
     ax.clabel(contours, fmt=lambda v: f"{v:g}×", fontsize=7)
-    for label, (a, c) in (points or {}).items():
+    for i, (label, (a, c)) in enumerate((points or {}).items()):
         ax.plot(a, c, "*", color=COLORS["rejected"], ms=12, mec="white")
-        ax.annotate(label, (a, c), xytext=(6, 6), textcoords="offset points", fontsize=8,
-                    color=COLORS["rejected"],
+        ax.annotate(label, (a, c), xytext=(6, 6 if i % 2 == 0 else -16),  # alternate: no overlap
+                    textcoords="offset points", fontsize=8, color=COLORS["rejected"],
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
     ax.set_xlabel("α (acceptance per checked token)")
     ax.set_ylabel("c (draft cost / target cost)")
