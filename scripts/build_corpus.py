@@ -63,4 +63,5 @@ def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "specdec_lite" / "data")
+    default = Path(__file__).resolve().parents[1] / "specdec_lite" / "data"
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else default)
