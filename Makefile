@@ -64,7 +64,8 @@ else
 	    --nbval-sanitize-with nbval_sanitize.cfg $(NOTEBOOKS)
 endif
 
-book: venv
+# nbval first: every cell re-executed and compared with its committed output (see _config.yml).
+book: nbval
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
