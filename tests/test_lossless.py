@@ -73,7 +73,6 @@ def sample_sequences(
 def test_exact_rule_matches_target_distribution(draft, k, temperature):
     expected = enumerate_sequences(TARGET, PROMPT, LENGTH, temperature)
     stat, df = chi2_statistic(sample_sequences(draft, k, temperature), expected)
-    print(stat, df, chi2_critical(df))
     assert stat < chi2_critical(df), f"chi2={stat:.1f} exceeds the 0.1% critical value for df={df}"
 
 
@@ -89,8 +88,7 @@ def test_chi2_test_has_power_against_a_slightly_wrong_target():
             seq.append(int(rng.choice(V, p=wrong.transition[seq[-1]])))
         samples.append(tuple(seq[1:]))
     stat, df = chi2_statistic(samples, expected)
-    print(stat, df, chi2_critical(df))
-    assert stat > chi2_critical(df)
+    assert stat > chi2_critical(df), f"chi2={stat:.1f} did not detect a 10% error (df={df})"
 
 
 @pytest.mark.parametrize(
@@ -101,7 +99,6 @@ def test_chi2_test_has_power_against_a_slightly_wrong_target():
 def test_lossy_rules_fail_the_same_test(rule, params):
     expected = enumerate_sequences(TARGET, PROMPT, LENGTH, 1.0)
     stat, df = chi2_statistic(sample_sequences(DRAFT, 2, 1.0, rule, **params), expected)
-    print(stat, df, chi2_critical(df))
     assert stat > chi2_critical(df), f"{rule} {params}: chi2={stat:.1f} looks lossless"
 
 
@@ -116,5 +113,4 @@ def test_rule_that_skips_the_residual_is_caught():
     finally:
         verify_module.residual = original
     stat, df = chi2_statistic(samples, enumerate_sequences(TARGET, PROMPT, LENGTH, 1.0))
-    print(stat, df, chi2_critical(df))
-    assert stat > chi2_critical(df)
+    assert stat > chi2_critical(df), f"chi2={stat:.1f}: the missing residual went unnoticed"
