@@ -117,6 +117,7 @@ import numpy as np
 
 from .corpus import load_text
 from .decode import Generation, generate, speculative_generate
+from .distributions import overlap
 from .medusa import (
     MedusaHeads,
     Tree,
@@ -477,15 +478,15 @@ def calibrate(models: Models, windows: list[np.ndarray],
 
     α at T = 0 is how often the two argmaxes agree; at T = 1 it is E[Σ min(p, q)].
     """
-    acc, greedy, overlap = [], [], []
+    acc, greedy, overlaps = [], [], []
     for w in windows:
         p, q = models.target.probs(w), models.draft.probs(w)  # [n, V] each
         greedy.append(np.mean(p.argmax(1) == q.argmax(1)))
-        overlap.append(np.minimum(p, q).sum(1).mean())
+        overlaps.append(overlap(p, q).mean())
         if models.heads is not None:
             hidden = models.target.hidden(w)  # [n, d]
             acc.append(top_k_accuracy(models.heads, hidden, w, top=top))
-    alpha = {"greedy": float(np.mean(greedy)), "T=1": float(np.mean(overlap))}
+    alpha = {"greedy": float(np.mean(greedy)), "T=1": float(np.mean(overlaps))}
     return (np.mean(acc, axis=0) if acc else None), alpha
 
 

@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 
 from .decode import Generation, Step, _check_eos, _check_int, _cut_at_eos, _start
-from .distributions import apply_temperature, as_generator, check_temperature, entropy, sample
+from .distributions import apply_temperature, as_generator, check_temperature, sample, softmax
 from .transformer import Output, TransformerModel, load_npz
-from .verify import check_rule, verify_checked
+from .verify import check_rule, typical_cutoff, verify_checked
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
 
@@ -308,10 +308,10 @@ def typical_first_token_tv(target_logits: np.ndarray, candidates: np.ndarray,
     """
     temperature = check_temperature(temperature)
     params = check_rule("typical", {"eps": eps, "delta": delta})
-    p = apply_temperature(_softmax64(target_logits), temperature)  # [n, V]
+    p = apply_temperature(softmax(target_logits), temperature)  # [n, V]
     candidates = np.asarray(candidates)
     p_c = p[np.arange(len(p)), candidates]  # [n]
-    cutoff = np.minimum(params["eps"], params["delta"] * np.exp(-entropy(p)))  # [n]
+    cutoff = typical_cutoff(p, params["eps"], params["delta"])  # [n]
     return np.where(p_c > cutoff, 1.0 - p_c, 0.0)
 
 
@@ -323,7 +323,7 @@ def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: fl
     rules take each head's ranked tokens."""
     depth = tree.depth[1:] - 1  # [N] head index of each node
     if rule == "exact":
-        q = apply_temperature(_softmax64(head_logits[: tree.max_depth]), temperature)  # [D, V]
+        q = apply_temperature(softmax(head_logits[: tree.max_depth]), temperature)  # [D, V]
         if temperature == 0:
             tokens = q.argmax(axis=1)
         else:
@@ -332,12 +332,6 @@ def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: fl
     top = int(tree.rank.max()) + 1
     ranked = np.argsort(-head_logits[: tree.max_depth], axis=1, kind="stable")[:, :top]  # [D, s]
     return ranked[depth, tree.rank[1:]], None
-
-
-def _softmax64(logits: np.ndarray) -> np.ndarray:
-    z = np.asarray(logits, dtype=np.float64)
-    z = np.exp(z - z.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
 
 
 def medusa_generate(
@@ -404,7 +398,7 @@ def medusa_generate(
     def emit_from(logits: np.ndarray) -> int:  # [V] -> one token: argmax, or sampled at T
         if greedy:
             return int(np.argmax(logits))
-        return sample(apply_temperature(_softmax64(logits), temperature), rng)
+        return sample(apply_temperature(softmax(logits), temperature), rng)
 
     logits = target.logits(prompt)[-1]  # [V]
     hidden = target.cache.hidden[len(prompt) - 1]  # [d]
@@ -422,7 +416,7 @@ def medusa_generate(
         gen.target_calls += 1
         tokens = np.concatenate([[root], node_tokens])  # [N+1]
         if rule == "exact":
-            p = apply_temperature(_softmax64(forward.logits), temperature)  # [N+1, V]
+            p = apply_temperature(softmax(forward.logits), temperature)  # [N+1, V]
             result = verify_checked(node_tokens, q, p, rng, "exact", {})  # inputs built here
             path = np.arange(result.n_accepted + 1)  # root + accepted chain
             extra_token, extra = int(result.tokens[-1]), result.extra
@@ -460,9 +454,8 @@ def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: st
     if temperature == 0 or rule == "greedy":
         ok = parent_logits.argmax(axis=1) == node
     else:
-        p = apply_temperature(_softmax64(parent_logits), temperature)  # [N, V]
-        cutoff = np.minimum(params["eps"], params["delta"] * np.exp(-entropy(p)))  # [N]
-        ok = p[np.arange(len(node)), node] > cutoff
+        p = apply_temperature(softmax(parent_logits), temperature)  # [N, V]
+        ok = p[np.arange(len(node)), node] > typical_cutoff(p, params["eps"], params["delta"])
     return np.concatenate([[True], ok])
 
 

@@ -105,8 +105,12 @@ def acceptance_mask(
         return r * q_x < p_x  # r < p/q without dividing: no NaN when q is tiny
     if rule == "threshold":
         return p_x > rule_params["theta"] * q_x
-    cutoff = np.minimum(rule_params["eps"], rule_params["delta"] * np.exp(-entropy(target_probs)))
-    return p_x > cutoff
+    return p_x > typical_cutoff(target_probs, rule_params["eps"], rule_params["delta"])
+
+
+def typical_cutoff(p: np.ndarray, eps: float, delta: float) -> np.ndarray:
+    """Typical acceptance's threshold min(ε, δ·exp(−H(p))) for each row of ``p`` [..., V]."""
+    return np.minimum(eps, delta * np.exp(-entropy(p)))
 
 
 def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
