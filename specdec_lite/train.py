@@ -141,6 +141,14 @@ def random_windows(ids: torch.Tensor, batch: int, length: int, g: torch.Generato
     return torch.stack([ids[s : s + length + 1] for s in starts.tolist()])
 
 
+def heldout_batches(ids: torch.Tensor, length: int, n_windows: int, batch: int = 16):
+    """Yield the first ``n_windows`` non-overlapping windows of ``length + 1`` ids, in
+    batches of up to ``batch``: [b, length+1] each."""
+    for first in range(0, n_windows, batch):
+        starts = range(first * length, min(first + batch, n_windows) * length, length)
+        yield torch.stack([ids[s : s + length + 1] for s in starts])
+
+
 @torch.no_grad()
 def heldout_loss(model: GPT, ids: torch.Tensor, max_windows: int | None = None) -> float:
     """Mean next-char cross-entropy (nats/char) over non-overlapping windows of ``max_len``.
@@ -154,9 +162,7 @@ def heldout_loss(model: GPT, ids: torch.Tensor, max_windows: int | None = None) 
     if max_windows is not None:
         n_windows = min(n_windows, max_windows)
     total, count = 0.0, 0
-    for first in range(0, n_windows, 16):
-        starts = range(first * length, min(first + 16, n_windows) * length, length)
-        x = torch.stack([ids[s : s + length + 1] for s in starts])  # [b, length+1]
+    for x in heldout_batches(ids, length, n_windows):  # [b, length+1]
         logits, _ = model(x[:, :-1])
         total += F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten(), reduction="sum").item()
         count += x[:, 1:].numel()
@@ -306,9 +312,7 @@ def heldout_draft_metrics(draft: GPT, target: GPT, heads: MedusaHeadsTorch, ids:
     top1 = torch.zeros(heads.w1.shape[0])
     top5 = torch.zeros(heads.w1.shape[0])
     counts = torch.zeros(heads.w1.shape[0])
-    for first in range(0, n_windows, 16):
-        starts = range(first * length, (first + 16) * length, length)
-        x = torch.stack([ids[s : s + length + 1] for s in starts])  # [b, length+1]
+    for x in heldout_batches(ids, length, n_windows):  # [b, length+1]
         t_logits, hidden = target(x[:, :-1])
         d_logits, _ = draft(x[:, :-1])
         p, q = t_logits.softmax(-1), d_logits.softmax(-1)  # [b, n, V]
