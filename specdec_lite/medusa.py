@@ -411,10 +411,9 @@ def medusa_generate(
         gen.draft_calls += 1
         node_tokens, q = _node_tokens(tree, head_logits, rule, temperature, rng)  # [N]
         base = target.cache.n_causal
-        forward = target.forward(np.concatenate([[root], node_tokens]),
-                                 positions=base + tree.depth, mask=tree.mask)
+        tokens = np.concatenate([[root], node_tokens])  # [N+1], the root first
+        forward = target.forward(tokens, positions=base + tree.depth, mask=tree.mask)
         gen.target_calls += 1
-        tokens = np.concatenate([[root], node_tokens])  # [N+1]
         if rule == "exact":
             p = apply_temperature(softmax(forward.logits), temperature)  # [N+1, V]
             result = verify_checked(node_tokens, q, p, rng, "exact", {})  # inputs built here
