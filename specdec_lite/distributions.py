@@ -93,9 +93,8 @@ def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
     temperature = check_temperature(temperature)
     p = np.asarray(probs, dtype=np.float64)  # [..., V]
     if temperature == 0.0:
-        out = np.zeros_like(p)
-        np.put_along_axis(out, np.argmax(p, axis=-1)[..., None], 1.0, axis=-1)
-        return out
+        winner = np.argmax(p, axis=-1)[..., None]  # [..., 1]
+        return (np.arange(p.shape[-1]) == winner).astype(np.float64)  # [..., V] one-hot
     if temperature == 1.0:
         return p.copy()
     with np.errstate(divide="ignore", over="ignore"):
