@@ -172,7 +172,7 @@ class NGramModel:
             if m > 0:
                 # extend each context by the token m positions back: key = prev_token·V^(m-1) + ctx
                 prev = np.zeros(n, dtype=np.int64)
-                prev[m - 1 :] = tokens[: n - m + 1]
+                prev[m - 1 :] = tokens[: max(n - m + 1, 0)]
                 ctx = prev * V ** (m - 1) + ctx
             valid = lengths >= m  # [n] enough history for this order
             pair_counts = self._lookup(
