@@ -10,6 +10,9 @@ rule at T > 0):
 
 * ``autoregressive``: :func:`specdec_lite.generate`, the baseline at each temperature;
 * ``speculative``: :func:`specdec_lite.speculative_generate` with the draft GPT, per k;
+* ``ngram``: the same with a Witten–Bell character n-gram of the training split as the
+  draft (order ``NGRAM_ORDER``), which drafts through ``NGramModel.last_probs``: a draft
+  that costs almost nothing next to the target, at a somewhat different α;
 * ``medusa``: :func:`specdec_lite.medusa_generate`; at T = 0 greedy over sparse trees of
   a few sizes, built from the heads' top-k accuracies measured on held-out text (a part
   of the held-out split that the prompts do not come from); at T > 0 the exact chain.
@@ -29,12 +32,13 @@ Cost curve. T(n) is the median time of one ``target.forward`` over n new tokens 
 cached prefix as long as the average decoding context (prompt + half the new tokens),
 for n = 1 .. the largest verification block, timed in short back-to-back bursts (warm
 caches, as in the decode loops; :func:`cost_curve`); r(n) = T(n)/T(1). The draft cost is
-c = T_draft(1)/T(1); one Medusa heads call costs c_heads = T_heads/T(1).
+c = T_draft(1)/T(1) for the draft GPT and c_ngram for one n-gram ``last_probs`` row; one
+Medusa heads call costs c_heads = T_heads/T(1).
 
 Predictions (Leviathan et al. Thm 3.8 with the measured verification cost):
 
 * speculative: ``predicted_speedup`` = E(α, k) / (k·c + r(k+1)) with
-  E(α, k) = (1 − α^(k+1)) / (1 − α) (:func:`predicted_speedup`);
+  E(α, k) = (1 − α^(k+1)) / (1 − α) (:func:`predicted_speedup`); c_ngram for ``ngram``;
 * Medusa exact chain of depth D: E(α, D) / (c_heads + r(D+1));
 * Medusa greedy tree of N nodes (root included): no closed form in α, so the prediction
   uses the measured τ: τ / (c_heads + r(N)).
@@ -45,17 +49,17 @@ error and the gap between ``predicted_speedup_tau`` and ``speedup`` is the cost 
 (engine overhead, draft catch-up calls of 2 tokens, cache effects).
 ``measured_over_predicted`` = speedup / predicted_speedup.
 
-Engine overhead: the target's and draft's ``forward`` and the heads' ``logits`` are
-timed by :class:`ForwardMeter`; overhead = 1 − forward time / wall time. The meter also
-records the mean forward cost per size inside the runs (``cost_curve.in_run``), to
-compare with the isolated cost curve. ``profile``
-splits one cProfile'd run of a few methods into the forwards and the engine functions
-that cost the most (:func:`profile_split`).
+Engine overhead: the target's and draft's ``forward``, the n-gram's ``last_probs`` and the
+heads' ``logits`` are timed by :class:`ForwardMeter`; overhead = 1 − forward time / wall
+time. The meter also records the mean forward cost per size inside the runs
+(``cost_curve.in_run``), to compare with the isolated cost curve. ``profile`` splits one
+cProfile'd run of a few methods into the forwards and the engine functions that cost the
+most (:func:`profile_split`).
 
 SIMULATED accelerator (``simulate_width=W``), for teaching: a target forward over n
 tokens costs ceil(n / W) × T(1), the same for every n ≤ W (the memory-bound regime of a
-GPU at batch 1); a draft forward costs c × T(1) and a heads call c_heads × T(1), with c
-and c_heads as measured here. Simulated time is computed from the forwards recorded in
+GPU at batch 1); a draft forward costs c × T(1), an n-gram row c_ngram × T(1) and a heads
+call c_heads × T(1), as measured here. Simulated time is computed from the forwards recorded in
 the same runs. Simulated rows have ``"simulated": true`` and labels starting with
 ``SIMULATED``; they are never used for the bars.
 
@@ -68,14 +72,18 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
                   "blas_threads": {env var: value}, "load_average": [3 floats]},
       "settings": {"ks", "trees", "temperatures", "prompts", "prompt_len", "new_tokens",
                    "repeats", "seed", "simulate_width", "cost_repeats", "quick"},
-      "models": {"target": config, "draft": config, "heads": int, "source": str},
+      "models": {"target": config, "draft": config, "heads": int,
+                 "ngram": {"order": int, "smoothing": str, "fitted_on": str} | null,
+                 "source": str},
       "cost_curve": {"prefix": int, "n": [int], "target_s": [float], "ratio": [float],
-                     "draft_s": float, "heads_s": float | null,
-                     "in_run": {"target" | "draft" | "heads": [[n, mean seconds, calls]]}},
-      "c": float, "c_heads": float | null,
-      "alpha_text": {"greedy": float, "T=1": float}   (target vs draft on held-out text),
+                     "draft_s": float, "heads_s": float | null, "ngram_s": float | null,
+                     "in_run": {"target" | "draft" | "heads" | "ngram":
+                                [[n, mean seconds, calls]]}},
+      "c": float, "c_heads": float | null, "c_ngram": float | null,
+      "alpha_text": {"greedy": float, "T=1": float,    (target vs draft GPT on held-out text)
+                     "ngram": {"greedy": float, "T=1": float}},   (target vs n-gram)
       "head_accuracy": [[float]]                     ([heads, ranks], held-out text),
-      "rows": [{"method": "autoregressive" | "speculative" | "medusa", "label": str,
+      "rows": [{"method": "autoregressive" | "speculative" | "ngram" | "medusa", "label": str,
                 "k": int | null, "tree_nodes": int | null, "rule": str,
                 "temperature": float, "simulated": bool,
                 "speedup": float, "speedup_ci": [float, float],
@@ -126,6 +134,7 @@ from .medusa import (
     sparse_tree,
     top_k_accuracy,
 )
+from .models import NGramModel
 from .theory import expected_speedup, expected_tokens_per_step
 from .transformer import TransformerModel
 
@@ -178,14 +187,22 @@ class Models:
     draft: TransformerModel
     heads: MedusaHeads | None
     tokenizer: object
+    ngram: NGramModel | None = None
     source: str = "specdec_lite.load_pretrained()"
 
 
+NGRAM_ORDER = 8  # the n-gram draft conditions on the last 7 characters
+
+
 def load_models() -> Models:
+    """The shipped target, draft GPT and heads, plus an order-``NGRAM_ORDER`` Witten–Bell
+    n-gram fitted on the training split (about 1.5 s) as a second, nearly free draft."""
     from .pretrained import load_pretrained
 
     shipped = load_pretrained()
-    return Models(shipped.target, shipped.draft, shipped.heads, shipped.tokenizer)
+    ids = shipped.tokenizer.encode(load_text("train"))
+    ngram = NGramModel(NGRAM_ORDER, shipped.tokenizer.vocab_size).fit(ids)
+    return Models(shipped.target, shipped.draft, shipped.heads, shipped.tokenizer, ngram)
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -226,12 +243,13 @@ def predicted_speedup(alpha: float, k: int, c: float, verify_ratio: float) -> fl
 
 
 def simulated_units(forward_sizes: Counter, width: int, draft_forwards: int, c: float,
-                    head_calls: int = 0, c_heads: float = 0.0) -> float:
+                    head_calls: int = 0, c_heads: float = 0.0, ngram_rows: int = 0,
+                    c_ngram: float = 0.0) -> float:
     """SIMULATED cost in units of T(1): Σ ceil(n/W) over target forwards of n tokens
-    (``forward_sizes`` counts them by n), plus c per draft forward and c_heads per heads
-    call."""
+    (``forward_sizes`` counts them by n), plus c per draft forward, c_heads per heads call
+    and c_ngram per n-gram row."""
     target = sum(math.ceil(n / width) * count for n, count in forward_sizes.items())
-    return target + c * draft_forwards + c_heads * head_calls
+    return target + c * draft_forwards + c_heads * head_calls + c_ngram * ngram_rows
 
 
 def ends_in_loop(tokens: Sequence[int], window: int = 32, max_period: int = 16) -> bool:
@@ -284,7 +302,7 @@ def function_name(func: tuple[str, int, str]) -> str:
 class Method:
     """One decoding configuration; the rule follows the temperature."""
 
-    kind: str  # "autoregressive" | "speculative" | "medusa"
+    kind: str  # "autoregressive" | "speculative" | "ngram" | "medusa"
     temperature: float
     k: int | None = None  # draft tokens (speculative) or chain depth (Medusa exact)
     tree_nodes: int | None = None  # Medusa greedy: sparse-tree size, root excluded
@@ -298,18 +316,24 @@ class Method:
         t = f"T={self.temperature:g}"
         if self.kind == "speculative":
             return f"speculative k={self.k} {self.rule} {t}"
+        if self.kind == "ngram":
+            return f"n-gram draft k={self.k} {self.rule} {t}"
         if self.kind == "medusa":
             size = f"tree {self.tree_nodes}" if self.tree_nodes else f"chain {self.k}"
             return f"medusa {size} {self.rule} {t}"
         return f"autoregressive {t}"
 
 
-def build_methods(settings: Settings, n_heads: int | None) -> list[Method]:
-    """Per temperature: AR, speculative per k, Medusa (trees at T = 0, the chain above)."""
+def build_methods(settings: Settings, n_heads: int | None,
+                  ngram: bool = False) -> list[Method]:
+    """Per temperature: AR, speculative per k (and with the n-gram draft per k if
+    ``ngram``), Medusa (trees at T = 0, the chain above)."""
     methods = []
     for t in settings.temperatures:
         methods.append(Method("autoregressive", t))
         methods += [Method("speculative", t, k=k) for k in settings.ks]
+        if ngram:
+            methods += [Method("ngram", t, k=k) for k in settings.ks]
         if n_heads and t == 0:
             methods += [Method("medusa", t, tree_nodes=n) for n in settings.trees]
         elif n_heads:
@@ -318,7 +342,8 @@ def build_methods(settings: Settings, n_heads: int | None) -> list[Method]:
 
 
 class ForwardMeter:
-    """Times every ``forward`` of the target and draft and every heads ``logits`` call.
+    """Times every ``forward`` of the target and draft, every heads ``logits`` call and
+    every n-gram ``last_probs`` call (counted as one row: the decoders ask for one).
 
     Used as a context manager: the methods are shadowed by timing wrappers on the
     instances and restored on exit. Per run (see ``reset``): ``seconds`` in all of them,
@@ -342,7 +367,7 @@ class ForwardMeter:
             start = clock()
             out = method(first, *args, **kwargs)
             elapsed = clock() - start
-            key = (who, len(first))
+            key = (who, 1 if who == "ngram" else len(first))
             self.seconds += elapsed
             self.calls[key] += 1
             self.call_s[key] += elapsed
@@ -353,7 +378,7 @@ class ForwardMeter:
     def _methods(self) -> list[tuple[str, object, str]]:
         m = self.models
         return [("target", m.target, "forward"), ("draft", m.draft, "forward"),
-                ("heads", m.heads, "logits")]
+                ("heads", m.heads, "logits"), ("ngram", m.ngram, "last_probs")]
 
     def __enter__(self) -> ForwardMeter:
         for who, obj, name in self._methods():
@@ -427,6 +452,7 @@ class BenchResult:
     cost_curve: dict
     c: float
     c_heads: float | None
+    c_ngram: float | None
     alpha_text: dict
     head_accuracy: list
     rows: list[Row]
@@ -441,6 +467,7 @@ class BenchResult:
         data = {"schema": SCHEMA, "timestamp": self.timestamp, "machine": self.machine,
                 "settings": asdict(self.settings), "models": self.models,
                 "cost_curve": self.cost_curve, "c": self.c, "c_heads": self.c_heads,
+                "c_ngram": self.c_ngram,
                 "alpha_text": self.alpha_text, "head_accuracy": self.head_accuracy,
                 "rows": [asdict(r) | {"speedup_ci": list(r.speedup_ci)} for r in self.rows],
                 "profile": self.profile, "greedy_loops": self.greedy_loops,
@@ -458,8 +485,9 @@ def _decode(method: Method, models: Models, trees: dict[Method, Tree], prompt: n
     if method.kind == "autoregressive":
         return generate(models.target, prompt, max_new_tokens=new_tokens, temperature=t,
                         seed=seed)
-    if method.kind == "speculative":
-        return speculative_generate(models.target, models.draft, prompt, k=method.k,
+    if method.kind in ("speculative", "ngram"):
+        draft = models.draft if method.kind == "speculative" else models.ngram
+        return speculative_generate(models.target, draft, prompt, k=method.k,
                                     max_new_tokens=new_tokens, temperature=t,
                                     rule=method.rule, seed=seed)
     return medusa_generate(models.target, models.heads, prompt, max_new_tokens=new_tokens,
@@ -474,33 +502,40 @@ def _prefill(models: Models, prompt: np.ndarray) -> None:
 
 def calibrate(models: Models, windows: list[np.ndarray],
               top: int = 3) -> tuple[np.ndarray | None, dict]:
-    """Heads' top-``top`` accuracies [H, top] and target/draft α on held-out windows.
+    """Heads' top-``top`` accuracies [H, top] and target/draft α on held-out windows
+    (``alpha["ngram"]``: target vs the n-gram draft, if there is one).
 
     α at T = 0 is how often the two argmaxes agree; at T = 1 it is E[Σ min(p, q)].
     """
-    acc, greedy, overlaps = [], [], []
+    drafts = {"draft": models.draft} | ({"ngram": models.ngram} if models.ngram else {})
+    acc, greedy, overlaps = [], {name: [] for name in drafts}, {name: [] for name in drafts}
     for w in windows:
-        p, q = models.target.probs(w), models.draft.probs(w)  # [n, V] each
-        greedy.append(np.mean(p.argmax(1) == q.argmax(1)))
-        overlaps.append(overlap(p, q).mean())
+        p = models.target.probs(w)  # [n, V]
+        for name, draft in drafts.items():
+            q = draft.probs(w)  # [n, V]
+            greedy[name].append(np.mean(p.argmax(1) == q.argmax(1)))
+            overlaps[name].append(overlap(p, q).mean())
         if models.heads is not None:
             hidden = models.target.hidden(w)  # [n, d]
             acc.append(top_k_accuracy(models.heads, hidden, w, top=top))
-    alpha = {"greedy": float(np.mean(greedy)), "T=1": float(np.mean(overlaps))}
+    alpha = {name: {"greedy": float(np.mean(greedy[name])), "T=1": float(np.mean(overlaps[name]))}
+             for name in drafts}
+    alpha = alpha.pop("draft") | alpha
     return (np.mean(acc, axis=0) if acc else None), alpha
 
 
 def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int, seed: int,
-               burst: int = 4) -> tuple[np.ndarray, float, float | None]:
+               burst: int = 4) -> tuple[np.ndarray, float, float | None, float | None]:
     """Median seconds of target forwards over n = 1..n_max new tokens [n_max], of a draft
-    forward over one token and of one heads call, after ``prefix`` is cached.
+    forward over one token, of one heads call and of one n-gram ``last_probs`` row after
+    ``prefix`` (None for a model that is absent), after ``prefix`` is cached.
 
     Every repetition runs all probes in a seeded shuffled order; repetition 0 is warm-up.
     Each probe runs ``burst`` times back to back and the first, cold call is not counted:
     the decoders also call a model several times in a row (k drafts, one token after
     another), and a single call after a different model's forward pays for cold caches.
     """
-    target, draft, heads = models.target, models.draft, models.heads
+    target, draft, heads, ngram = models.target, models.draft, models.heads, models.ngram
     new = np.resize(prefix[::-1], n_max)  # [n_max] any valid tokens
     hidden = target.hidden(prefix)[-1:]  # [1, d]
     draft.probs(prefix)
@@ -510,6 +545,8 @@ def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int, see
     probes.append(lambda: draft.forward(new[:1]))
     if heads is not None:
         probes.append(lambda: heads.logits(hidden))
+    if ngram is not None:
+        probes.append(lambda: ngram.last_probs(prefix))
     rng = np.random.default_rng(seed)
     times = np.zeros((repeats, len(probes), burst - 1))  # [repeats, probes, warm calls]
     for rep in range(repeats + 1):
@@ -522,8 +559,10 @@ def cost_curve(models: Models, prefix: np.ndarray, n_max: int, repeats: int, see
                 draft.cache.truncate(len(prefix))
                 if rep and j:
                     times[rep - 1, i, j - 1] = elapsed
-    med = np.median(times, axis=(0, 2))
-    return med[:n_max], float(med[n_max]), (float(med[n_max + 1]) if heads else None)
+    med = list(np.median(times, axis=(0, 2)))
+    heads_s = float(med.pop(n_max + 1)) if heads is not None else None
+    ngram_s = float(med.pop(n_max + 1)) if ngram is not None else None
+    return np.array(med[:n_max]), float(med[n_max]), heads_s, ngram_s
 
 
 def profile_method(method: Method, models: Models, trees: dict, prompt: np.ndarray,
@@ -538,7 +577,8 @@ def profile_method(method: Method, models: Models, trees: dict, prompt: np.ndarr
 
     def is_forward(f: tuple) -> bool:
         return (f[2] == "forward" and f[0].endswith("transformer.py")) or (
-            f[2] == "logits" and f[0].endswith("medusa.py"))
+            f[2] == "logits" and f[0].endswith("medusa.py")) or (
+            f[2] == "last_probs" and f[0].endswith("models.py"))
 
     total, forward, engine = profile_split(stats, is_forward)
     return {"wall_s": total, "forward_s": forward, "engine": engine}
@@ -623,7 +663,7 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
     calib = [tok.encode(t) for t in choose_prompts(text[:split], 8, limit, s.seed + 1)]
     acc, alpha_text = calibrate(models, calib)
     n_heads = models.heads.n_heads if models.heads is not None else None
-    methods = build_methods(s, n_heads)
+    methods = build_methods(s, n_heads, ngram=models.ngram is not None)
     trees = {m: sparse_tree(acc, m.tree_nodes) if m.tree_nodes else chain_tree(m.k)
              for m in methods if m.kind == "medusa"}
     texts = choose_prompts(text[split:], s.prompts, s.prompt_len + s.new_tokens, s.seed)
@@ -667,26 +707,30 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
 
     n_max = max([k + 1 for k in s.ks] + [t.n_nodes for t in trees.values()])
     prefix = tok.encode(texts[0])[: s.prompt_len + s.new_tokens // 2]
-    target_s, draft_s, heads_s = cost_curve(models, prefix, n_max, s.cost_repeats, s.seed)
+    target_s, draft_s, heads_s, ngram_s = cost_curve(models, prefix, n_max, s.cost_repeats,
+                                                     s.seed)
     curve = {"prefix": len(prefix), "n": list(range(1, n_max + 1)),
              "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
-             "draft_s": draft_s, "heads_s": heads_s,
+             "draft_s": draft_s, "heads_s": heads_s, "ngram_s": ngram_s,
              "in_run": in_run_costs(all_calls, all_call_s)}
     c = draft_s / target_s[0]
     c_heads = heads_s / target_s[0] if heads_s is not None else None
+    c_ngram = ngram_s / target_s[0] if ngram_s is not None else None
+    costs = {"speculative": c, "ngram": c_ngram, "medusa": c_heads}
 
-    rows = [summarise(m, runs, outputs, curve, c, c_heads, trees, s.seed) for m in methods]
+    rows = [summarise(m, runs, outputs, curve, costs, trees, s.seed) for m in methods]
     if s.simulate_width:
         for r in runs:
             run_calls = calls[(r.label, r.prompt, r.repeat)]
             target = Counter({n: k for (who, n), k in run_calls.items() if who == "target"})
             n_draft = sum(k for (who, _), k in run_calls.items() if who == "draft")
             n_heads_calls = sum(k for (who, _), k in run_calls.items() if who == "heads")
+            n_ngram = sum(k for (who, _), k in run_calls.items() if who == "ngram")
             units = simulated_units(target, s.simulate_width, n_draft, c, n_heads_calls,
-                                    c_heads or 0.0)
+                                    c_heads or 0.0, n_ngram, c_ngram or 0.0)
             r.sim_s = units * target_s[0]
-        rows += [summarise(m, runs, outputs, curve, c, c_heads, trees, s.seed,
-                           s.simulate_width) for m in methods]
+        rows += [summarise(m, runs, outputs, curve, costs, trees, s.seed, s.simulate_width)
+                 for m in methods]
     profile = {}
     for method in _profiled(methods, rows):
         profile[method.label] = profile_method(method, models, trees, prompts[0],
@@ -700,9 +744,12 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
              "mask over the same number of tokens)"]
     if not machine_info()["blas_threads"]:
         notes.append("BLAS threads not pinned: set OPENBLAS_NUM_THREADS=1 for stable timings")
+    ngram_info = None if models.ngram is None else {
+        "order": models.ngram.order, "smoothing": models.ngram.smoothing,
+        "fitted_on": "the training split of the bundled corpus"}
     model_info = {"target": asdict(models.target.config), "draft": asdict(models.draft.config),
-                  "heads": n_heads, "source": models.source}
-    return BenchResult(s, model_info, curve, float(c), c_heads, alpha_text,
+                  "heads": n_heads, "ngram": ngram_info, "source": models.source}
+    return BenchResult(s, model_info, curve, float(c), c_heads, c_ngram, alpha_text,
                        acc.tolist() if acc is not None else [], rows, profile, loops,
                        machine_info(), datetime.now(UTC).isoformat(timespec="seconds"),
                        notes, runs)
@@ -712,7 +759,7 @@ def _profiled(methods: list[Method], rows: list[Row]) -> list[Method]:
     """AR at T = 0 and the fastest speculative and Medusa method at each temperature."""
     real = {r.label: r for r in rows if not r.simulated}
     chosen = [m for m in methods if m.kind == "autoregressive" and m.temperature == 0]
-    for kind in ("speculative", "medusa"):
+    for kind in ("speculative", "ngram", "medusa"):
         for t in sorted({m.temperature for m in methods}):
             group = [m for m in methods if m.kind == kind and m.temperature == t]
             if group:
@@ -727,11 +774,11 @@ def verify_ratio(curve: dict, n: int, width: int | None = None) -> float | None:
     return curve["ratio"][n - 1] if 1 <= n <= len(curve["ratio"]) else None
 
 
-def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, c: float,
-              c_heads: float | None, trees: dict, seed: int,
-              width: int | None = None) -> Row:
+def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs: dict,
+              trees: dict, seed: int, width: int | None = None) -> Row:
     """One method's row: median per-cell speedup over AR (same temperature), its bootstrap
-    CI, α, τ, overhead and the predictions. ``width``: use the SIMULATED times."""
+    CI, α, τ, overhead and the predictions. ``costs``: the draft cost per draft call of
+    each kind (c, c_ngram, c_heads). ``width``: use the SIMULATED times."""
     base_label = Method("autoregressive", method.temperature).label
     mine = {(r.prompt, r.repeat): r for r in runs if r.label == method.label}
     base = {(r.prompt, r.repeat): r for r in runs if r.label == base_label}
@@ -749,7 +796,7 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, c: fl
     checked = sum(r.checked for r in sel)
     alpha = sum(r.accepted for r in sel) / checked if checked else None  # accepted / checked
     tau = tokens / sum(r.target_calls for r in sel)
-    pred, pred_tau = _predictions(method, alpha, tau, curve, c, c_heads, trees, width)
+    pred, pred_tau = _predictions(method, alpha, tau, curve, costs, trees, width)
     speedup = float(np.median(ratios))
     wall = sum(r.wall_s for r in sel)
     matches = None
@@ -765,16 +812,16 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, c: fl
                None if width else 1.0 - sum(r.forward_s for r in sel) / wall, matches, len(sel))
 
 
-def _predictions(method: Method, alpha: float | None, tau: float, curve: dict, c: float,
-                 c_heads: float | None, trees: dict,
-                 width: int | None) -> tuple[float | None, float | None]:
+def _predictions(method: Method, alpha: float | None, tau: float, curve: dict, costs: dict,
+                 trees: dict, width: int | None) -> tuple[float | None, float | None]:
     """(predicted_speedup, predicted_speedup_tau); see the module docstring."""
     if method.kind == "autoregressive":
         return 1.0, 1.0
-    if method.kind == "speculative":
-        n, draft_cost, depth = method.k + 1, method.k * c, method.k
+    if method.kind in ("speculative", "ngram"):
+        n, draft_cost, depth = method.k + 1, method.k * costs[method.kind], method.k
     else:
-        n, draft_cost, depth = trees[method].n_nodes, c_heads or 0.0, trees[method].max_depth
+        n, draft_cost, depth = (trees[method].n_nodes, costs["medusa"] or 0.0,
+                                trees[method].max_depth)
     r = verify_ratio(curve, n, width)
     if r is None:
         return None, None
@@ -793,20 +840,21 @@ def evaluate_bars(data: dict) -> list[dict]:
     """The issue's performance bars on the measured rows of a JSON result (reported only)."""
     real = [r for r in data["rows"] if not r["simulated"]]
 
-    def best(kind: str, temperature: float) -> float | None:
+    def best(kinds: tuple[str, ...], temperature: float) -> float | None:
         values = [r["speedup"] for r in real
-                  if r["method"] == kind and r["temperature"] == temperature]
+                  if r["method"] in kinds and r["temperature"] == temperature]
         return max(values, default=None)
 
     ratios = [r["measured_over_predicted"] for r in real
               if r["method"] != "autoregressive" and r["measured_over_predicted"]]
     worst = max(ratios, key=lambda x: abs(math.log(x)), default=None)
     overheads = [r["overhead"] for r in real if r["overhead"] is not None]
-    bars = [("draft-model greedy speedup, best k", ">= 1.5", best("speculative", 0.0),
+    drafts = ("speculative", "ngram")
+    bars = [("draft-model greedy speedup, best draft and k", ">= 1.5", best(drafts, 0.0),
              lambda v: v >= 1.5),
-            ("draft-model exact T=1 speedup, best k", ">= 1.25", best("speculative", 1.0),
+            ("draft-model exact T=1 speedup, best draft and k", ">= 1.25", best(drafts, 1.0),
              lambda v: v >= 1.25),
-            ("Medusa greedy speedup, best tree", ">= 1.3", best("medusa", 0.0),
+            ("Medusa greedy speedup, best tree", ">= 1.3", best(("medusa",), 0.0),
              lambda v: v >= 1.3),
             ("measured / predicted, worst method", "0.85..1.15", worst,
              lambda v: 0.85 <= v <= 1.15),
@@ -850,9 +898,13 @@ def format_table(data: dict) -> str:
     ratio = " ".join(f"{n}:{x:.2f}" for n, x in zip(curve["n"], curve["ratio"], strict=True))
     lines += ["", f"cost curve after a {curve['prefix']}-token prefix: T(1) = "
               f"{curve['target_s'][0] * 1e3:.3f} ms; T(n)/T(1) = {ratio}",
-              f"draft cost c = {data['c']:.3f}; Medusa heads c_heads = "
+              f"draft cost c = {data['c']:.3f}; n-gram draft c_ngram = "
+              f"{_f(data.get('c_ngram'), '.3f')}; Medusa heads c_heads = "
               f"{_f(data['c_heads'], '.3f')}; alpha on held-out text: greedy "
-              f"{data['alpha_text']['greedy']:.3f}, T=1 {data['alpha_text']['T=1']:.3f}"]
+              f"{data['alpha_text']['greedy']:.3f}, T=1 {data['alpha_text']['T=1']:.3f}"
+              + ("" if "ngram" not in data["alpha_text"] else
+                 f" (n-gram: greedy {data['alpha_text']['ngram']['greedy']:.3f}, "
+                 f"T=1 {data['alpha_text']['ngram']['T=1']:.3f})")]
     lines.append(f"in-run / isolated forward cost: {in_run_summary(data)}")
     if data["greedy_loops"] is not None:
         lines.append(f"greedy AR outputs ending in a loop: {data['greedy_loops']:.0%}")
@@ -871,7 +923,8 @@ def format_table(data: dict) -> str:
 def in_run_summary(data: dict, min_calls: int = 20) -> str:
     """Mean forward cost inside the runs over the isolated cost curve, per size."""
     curve, parts = data["cost_curve"], []
-    isolated = {"draft": curve["draft_s"], "heads": curve["heads_s"]}
+    isolated = {"draft": curve["draft_s"], "heads": curve["heads_s"],
+                "ngram": curve.get("ngram_s")}
     for who, entries in curve["in_run"].items():
         for n, seconds, count in entries:
             if count < min_calls:
@@ -913,7 +966,9 @@ def markdown_summary(data: dict) -> str:
     lines += ["", f"T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
               + ", ".join(f"T({n})/T(1) = {curve['ratio'][n - 1]:.2f}"
                           for n in (2, 5, len(curve["n"])) if n <= len(curve["n"]))
-              + f"; draft cost c = {data['c']:.3f}.", "",
+              + f"; draft cost c = {data['c']:.3f}"
+              + ("" if data.get("c_ngram") is None else f", n-gram draft c = {data['c_ngram']:.3f}")
+              + ".", "",
               "| bar | threshold | value | status |", "| --- | --- | --- | --- |"]
     for b in data["bars"]:
         value = _f(b["value"], ".1%" if "overhead" in b["name"] else ".2f")

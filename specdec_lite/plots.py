@@ -1041,31 +1041,34 @@ def _bench_title(data: dict, what: str, simulated: bool) -> str:
 
 
 def plot_bench_speedup(data: dict, simulated: bool = False) -> plt.Figure:
-    """Left: draft-model speedup against k per temperature, median with its 95% CI, and
-    the theory E(α,k)/(kc + T(k+1)/T(1)) at the measured α (dashed). Right: Medusa, one
-    bar per tree (or chain) with its CI and prediction (x)."""
+    """Left: draft-model speedup against k per temperature and draft (the draft GPT,
+    solid dots; the n-gram, open squares), median with its 95% CI, and the theory
+    E(α,k)/(kc + T(k+1)/T(1)) at the measured α (dashed). Right: Medusa, one bar per tree
+    (or chain) with its CI and prediction (x)."""
     rows = [r for r in data["rows"] if r["simulated"] == simulated]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(3, 2))
+    drafts = [("speculative", "GPT draft", "o-", None), ("ngram", "n-gram draft", "s--", "white")]
     for i, t in enumerate(sorted({r["temperature"] for r in rows})):
-        spec = sorted((r for r in rows if r["method"] == "speculative"
-                       and r["temperature"] == t), key=lambda r: r["k"])
-        if not spec:
-            continue
-        ks = [r["k"] for r in spec]
-        speed = np.array([r["speedup"] for r in spec])  # [n]
-        err = np.abs(np.array([r["speedup_ci"] for r in spec]).T - speed)  # [2, n]
         color = COLORS["target"] if i == 0 else COLORS["draft"]
-        left.errorbar(ks, speed, yerr=err, fmt="o-", color=color, capsize=3,
-                      label=f"measured, {spec[0]['rule']} T={t:g}")
-        pred = [np.nan if r["predicted_speedup"] is None else r["predicted_speedup"]
-                for r in spec]
-        left.plot(ks, pred, "--", color=color, alpha=0.7, label=f"theory, T={t:g}")
+        for method, name, fmt, face in drafts:
+            spec = bench_rows(data, method, t, simulated)
+            if not spec:
+                continue
+            ks = [r["k"] for r in spec]
+            speed = np.array([r["speedup"] for r in spec])  # [n]
+            err = np.abs(np.array([r["speedup_ci"] for r in spec]).T - speed)  # [2, n]
+            left.errorbar(ks, speed, yerr=err, fmt=fmt, color=color, mfc=face, capsize=3,
+                          label=f"{name}, {spec[0]['rule']} T={t:g}")
+            pred = [np.nan if r["predicted_speedup"] is None else r["predicted_speedup"]
+                    for r in spec]
+            left.plot(ks, pred, ":", color=color, alpha=0.7)
     left.axhline(1.0, color=COLORS["theory"], lw=0.8)
     left.xaxis.get_major_locator().set_params(integer=True)
     left.set_xlabel("k (draft tokens per step)")
     left.set_ylabel("speedup over autoregressive")
-    left.legend(fontsize=8)
-    left.set_title(_bench_title(data, "draft model", simulated), fontsize=9)
+    left.plot([], [], ":", color=COLORS["theory"], label="theory (dotted)")
+    left.legend(fontsize=7, ncol=2)
+    left.set_title(_bench_title(data, "draft models", simulated), fontsize=9)
     medusa = [r for r in rows if r["method"] == "medusa"]
     x = np.arange(len(medusa))
     if medusa:
@@ -1096,7 +1099,10 @@ def plot_cost_curve(data: dict, ax: plt.Axes | None = None) -> plt.Figure:
     ax.step(n, np.ceil(n / width), where="mid", color=COLORS["theory"], ls="--",
             label=f"SIMULATED accelerator: ceil(n/{width})")
     ax.axhline(data["c"], color=COLORS["draft"], ls=":",
-               label=f"draft forward, c = {data['c']:.2f}")
+               label=f"draft GPT forward, c = {data['c']:.2f}")
+    if data.get("c_ngram") is not None:
+        ax.axhline(data["c_ngram"], color=COLORS["overlap"], ls="-.",
+                   label=f"n-gram draft row, c = {data['c_ngram']:.2f}")
     ax.set_xlabel("n (new tokens in one target forward)")
     ax.set_ylabel("T(n) / T(1)")
     ax.set_ylim(0, None)
@@ -1207,22 +1213,25 @@ def _errorbar(ax: plt.Axes, rows: list[dict], x: np.ndarray, **style: object) ->
 
 
 def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
-                      ax: plt.Axes | None = None, title: str | None = None) -> plt.Figure:
+                      ax: plt.Axes | None = None, title: str | None = None,
+                      method: str = "speculative") -> plt.Figure:
     """Draft-model speedup against k at one temperature: the measured medians with their
     95% CIs (dots), the prediction from each row's measured τ (crosses), and Thm 3.8 with
     the measured cost curve at one ``alpha`` (dashed). SIMULATED rows, if the run has
-    them, in grey squares with their own theory curve (flat cost up to the width)."""
+    them, in grey squares with their own theory curve (flat cost up to the width).
+    ``method``: ``"speculative"`` (the draft GPT, cost c) or ``"ngram"`` (cost c_ngram)."""
     fig, ax = _axes(ax, figsize=(6, 3.8))
-    rows = bench_rows(data, "speculative", temperature)
+    rows = bench_rows(data, method, temperature)
     ks = np.array([r["k"] for r in rows])
     grid = np.arange(1, ks.max() + 1)
-    c, verify = data["c"], data["cost_curve"]["ratio"]
+    c = data["c"] if method == "speculative" else data["c_ngram"]
+    verify = data["cost_curve"]["ratio"]
     ax.plot(grid, theory_speedup(alpha, grid, c, verify), "--", color=COLORS["target"],
             alpha=0.8, label=f"Thm 3.8, measured T(n), α = {alpha:.2f}")
     _errorbar(ax, rows, ks, fmt="o-", color=COLORS["target"], label="measured (95% CI)")
     ax.plot(ks, _predicted(rows), "x", color=COLORS["theory"],
             ms=8, label="predicted from measured τ")
-    sim = bench_rows(data, "speculative", temperature, simulated=True)
+    sim = bench_rows(data, method, temperature, simulated=True)
     if sim:
         width = data["settings"]["simulate_width"]
         ax.plot(grid, theory_speedup(alpha, grid, c, width=width), ":", color="#888888")
@@ -1235,7 +1244,8 @@ def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
     ax.set_ylim(0, None)
     ax.legend(fontsize=7, loc="best")
     rule = rows[0]["rule"]
-    ax.set_title(title or f"draft model, T = {temperature:g} ({rule} rule)", fontsize=10)
+    name = "draft GPT" if method == "speculative" else "n-gram draft"
+    ax.set_title(title or f"{name}, T = {temperature:g} ({rule} rule)", fontsize=10)
     return fig
 
 

@@ -14,7 +14,9 @@ from test_transformer import random_params
 
 from specdec_lite import bench
 from specdec_lite.bench import Method, Models, Settings
+from specdec_lite.corpus import load_text
 from specdec_lite.medusa import MedusaHeads
+from specdec_lite.models import NGramModel
 from specdec_lite.tokenizer import CharTokenizer
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
@@ -139,9 +141,11 @@ def tiny_models() -> Models:
     rng = np.random.default_rng(0)
     heads = MedusaHeads(0.1 * rng.standard_normal((2, 32, 32)), np.zeros((2, 32)),
                         0.5 * rng.standard_normal((2, 32, 96)))
+    tok = CharTokenizer.ascii()
+    ngram = NGramModel(3, tok.vocab_size).fit(tok.encode(load_text("heldout")[:20_000]))
     return Models(TransformerModel(SMALL, random_params(SMALL, seed=1)),
                   TransformerModel(TINY, random_params(TINY, seed=2)), heads,
-                  CharTokenizer.ascii(), source="random weights (test)")
+                  tok, ngram, source="random weights (test)")
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +158,7 @@ def result() -> dict:
 def test_json_schema(result: dict) -> None:
     assert result["schema"] == "specdec_lite.bench/1"
     for key in ("timestamp", "machine", "settings", "models", "cost_curve", "c", "c_heads",
-                "alpha_text", "head_accuracy", "rows", "profile", "greedy_loops", "bars",
+                "c_ngram", "alpha_text", "head_accuracy", "rows", "profile", "greedy_loops", "bars",
                 "notes", "runs"):
         assert key in result, key
     for row in result["rows"]:
@@ -170,7 +174,8 @@ def test_json_schema(result: dict) -> None:
 
 def test_rows_cover_every_method_measured_and_simulated(result: dict) -> None:
     labels = [r["label"] for r in result["rows"]]
-    expected = [m.label for m in bench.build_methods(Settings(ks=(1, 3), trees=(3,)), 2)]
+    expected = [m.label for m in bench.build_methods(Settings(ks=(1, 3), trees=(3,)), 2,
+                                                     ngram=True)]
     assert labels == expected + [f"SIMULATED {label}" for label in expected]
     assert all(r["simulated"] == r["label"].startswith("SIMULATED") for r in result["rows"])
     assert all(r["overhead"] is None for r in result["rows"] if r["simulated"])
@@ -234,3 +239,19 @@ def test_function_names_are_readable() -> None:
 def test_pin_blas_threads_is_recorded() -> None:
     if bench.pin_blas_threads(1):
         assert bench.machine_info()["blas_threads"]["set at run time"] == "1"
+
+
+def test_ngram_draft_rows(result: dict) -> None:
+    rows = [r for r in result["rows"] if r["method"] == "ngram" and not r["simulated"]]
+    assert [r["label"] for r in rows] == ["n-gram draft k=1 greedy T=0",
+                                          "n-gram draft k=3 greedy T=0",
+                                          "n-gram draft k=1 exact T=1",
+                                          "n-gram draft k=3 exact T=1"]
+    assert result["c_ngram"] > 0 and result["cost_curve"]["ngram_s"] > 0
+    assert result["models"]["ngram"]["order"] == 3
+    assert set(result["alpha_text"]["ngram"]) == {"greedy", "T=1"}
+    assert [n for n, _, _ in result["cost_curve"]["in_run"]["ngram"]] == [1]  # one row a call
+    for r in rows:  # the prediction prices k n-gram rows at c_ngram each
+        k, ratio = r["k"], result["cost_curve"]["ratio"]
+        assert r["predicted_speedup_tau"] == pytest.approx(
+            r["tau"] / (k * result["c_ngram"] + ratio[k]))
