@@ -1067,7 +1067,7 @@ def plot_bench_speedup(data: dict, simulated: bool = False) -> plt.Figure:
     left.set_xlabel("k (draft tokens per step)")
     left.set_ylabel("speedup over autoregressive")
     left.plot([], [], ":", color=COLORS["theory"], label="theory (dotted)")
-    left.legend(fontsize=7, ncol=2)
+    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     left.set_title(_bench_title(data, "draft models", simulated), fontsize=9)
     medusa = [r for r in rows if r["method"] == "medusa"]
     x = np.arange(len(medusa))
