@@ -49,8 +49,8 @@ def queries(order: int, seed: int) -> list[np.ndarray]:
 def prefix_probs(model: NGramModel, tokens: np.ndarray) -> np.ndarray:
     """``model.probs(tokens)`` [n, V], read off a sequence padded to at least ``order`` tokens.
 
-    Row i depends only on ``tokens[: i + 1]``, so padding changes nothing; it sidesteps
-    the ``probs`` bug for 3 <= n <= order - 3 (see ``test_probs_short_sequence``).
+    Row i depends only on ``tokens[: i + 1]``, so padding changes nothing: an independent
+    reference for short sequences (``test_probs_short_sequence`` compares the two).
     """
     n = len(tokens)
     padded = np.concatenate([tokens, np.zeros(max(model.order - n, 0), dtype=np.int64)])
