@@ -241,6 +241,7 @@ class NGramModel:
                 total = self._ctx_totals[m][j]
             return out / (total + self.add_k * V)
         carry = 1.0  # product of (1 - λ) over the longer contexts already visited
+        # the empty context (m = 0) is always seen after fit, so ``seen`` is never empty
         nexts, weights = [], []
         for m, j in reversed(seen):
             total, types = self._ctx_totals[m][j], self._ctx_types[m][j]
@@ -248,7 +249,5 @@ class NGramModel:
             nexts.append(self._pair_next[m][lo : lo + int(types)])
             weights.append(self._pair_counts[m][lo : lo + int(types)] * (carry / (total + types)))
             carry *= types / (total + types)
-        if not nexts:
-            return np.full(V, 1.0 / V)
         mass = np.bincount(np.concatenate(nexts), np.concatenate(weights), minlength=V)
         return mass + carry / V  # [V]
