@@ -139,9 +139,9 @@ def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
 
     The row need not be normalised; a token with zero mass is never returned.
     """
-    cdf = np.cumsum(probs)  # [V]
+    cdf = np.asarray(probs).cumsum()  # [V]; the array methods skip numpy's dispatch layer
     u = rng.random() * cdf[-1]
-    return int(np.searchsorted(cdf, u, side="right"))
+    return int(cdf.searchsorted(u, side="right"))
 
 
 def overlap(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -295,9 +295,12 @@ class TransformerModel:
             raise ValueError(f"tokens has length {len(tokens)}, more than max_len "
                              f"{self.config.max_len}")
         m = min(len(tokens), self.cache.n_causal)
-        same = tokens[:m] == self.cache.tokens[:m]  # [m]
-        common = m if same.all() else int(np.argmin(same))
-        self.cache.truncate(common)
+        if tokens[:m].tobytes() == self.cache.tokens[:m].tobytes():  # one C compare
+            common = m
+        else:
+            common = int((tokens[:m] == self.cache.tokens[:m]).argmin())  # first difference
+        if common < self.cache.length:
+            self.cache.truncate(common)
         if common < len(tokens):
             self.forward(tokens[common:])
         return len(tokens)

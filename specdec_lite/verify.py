@@ -96,7 +96,7 @@ def acceptance_mask(
     """
     k = len(draft_tokens)
     if rule == "greedy":
-        return draft_tokens == np.argmax(target_probs, axis=-1)
+        return draft_tokens == target_probs.argmax(axis=-1)
     rows = np.arange(k)
     p_x = target_probs[rows, draft_tokens]  # [k]
     q_x = draft_probs[rows, draft_tokens]  # [k]
@@ -120,9 +120,13 @@ def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     no mass, p == q, every draft token is accepted and the residual is unused.
     Returning p keeps the function total and NaN-free.
     """
-    diff = np.maximum(np.asarray(p) - np.asarray(q), 0.0)  # [..., V]
-    mass = diff.sum(axis=-1, keepdims=True)
-    return np.where(mass > 0, diff / np.where(mass > 0, mass, 1.0), p)
+    diff = np.asarray(p) - np.asarray(q)  # [..., V]
+    np.maximum(diff, 0, out=diff)
+    mass = diff.sum(axis=-1, keepdims=True)  # [..., 1]
+    positive = mass > 0
+    if positive.all():  # the common case, in fewer numpy calls
+        return diff / mass
+    return np.where(positive, diff / np.where(positive, mass, 1.0), p)
 
 
 def verify(
@@ -185,11 +189,13 @@ def verify_checked(
     accept = acceptance_mask(
         draft_tokens, draft_probs, target_probs[:k], rng, rule, **params
     )  # [k]
-    n = int(np.argmin(accept)) if not accept.all() else k  # first rejection, or k if none
+    n = k if accept.all() else int(accept.argmin())  # first rejection, or k if none
     if n == k:
         extra, dist = "bonus", target_probs[k]
     else:
         extra = "correction"
         dist = residual(target_probs[n], draft_probs[n]) if rule == "exact" else target_probs[n]
-    token = int(np.argmax(dist)) if rule == "greedy" else sample(dist, rng)
-    return Verification(np.append(draft_tokens[:n], token), n, extra)
+    tokens = np.empty(n + 1, dtype=np.int64)  # [n + 1]: the accepted prefix, then the extra
+    tokens[:n] = draft_tokens[:n]
+    tokens[n] = int(dist.argmax()) if rule == "greedy" else sample(dist, rng)
+    return Verification(tokens, n, extra)

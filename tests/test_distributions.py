@@ -112,6 +112,7 @@ def test_sample_is_inverse_cdf():
     # unnormalised rows, and zero-mass tokens are never drawn even at u = 0
     assert sample(np.array([0.0, 0.0, 2.0]), FixedUniform(0.0)) == 2
     assert sample(np.array([0.0, 2.0, 0.0]), FixedUniform(np.nextafter(1.0, 0))) == 1
+    assert sample([0.1, 0.0, 0.6, 0.3], FixedUniform(0.65)) == 2  # a plain list works too
 
 
 def test_sample_frequencies():

@@ -40,6 +40,8 @@ def test_residual_hand_computation():
     batch = residual(np.stack([P, Q]), np.stack([Q, P]))
     np.testing.assert_allclose(batch[1], [0.0, 0.5, 0.0, 0.5])  # max(0, q − p) = [0, .2, 0, .2]
     assert np.all(np.isfinite(batch))
+    mixed = residual(np.stack([P, P]), np.stack([Q, P]))  # one row falls back, one does not
+    np.testing.assert_allclose(mixed, [[0.75, 0.0, 0.25, 0.0], P])
 
 
 def test_exact_accept_probability_is_min_one_p_over_q():
