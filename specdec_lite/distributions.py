@@ -6,6 +6,7 @@ length V and sums to 1. Shapes are noted as ``[..., V]``.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -71,7 +72,7 @@ def check_temperature(temperature: float) -> float:
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
     temperature = float(temperature)
-    if not np.isfinite(temperature) or temperature < 0:
+    if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
     return temperature
 
@@ -79,7 +80,7 @@ def check_temperature(temperature: float) -> float:
 def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
     """softmax(z)_i = exp(z_i - max z) / sum_j exp(z_j - max z); -inf logits give 0."""
     z = np.asarray(logits, dtype=np.float64)
-    z = z - np.max(z, axis=axis, keepdims=True)
+    z = z - z.max(axis=axis, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=axis, keepdims=True)
 
