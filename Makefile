@@ -119,12 +119,19 @@ distclean: clean
 # results/bench.json and figures and re-renders the README's table from the JSON.
 BENCH_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: bench bench-quick bench-readme
+.PHONY: bench bench-check bench-quick bench-readme
 
 bench: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
 	    --json results/bench.json --plot results
 	$(MAKE) bench-readme
+
+# A second full run, compared row by row with results/bench.json: is each new median inside
+# the committed 95% CI? Writes results/bench_check.json (with a "comparison"), which chapter
+# 5 reads; results/bench.json stays as it is.
+bench-check: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
+	    --json results/bench_check.json --compare results/bench.json
 
 bench-quick: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json

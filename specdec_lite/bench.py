@@ -98,7 +98,13 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
       "bars": [{"name", "threshold", "value", "status": "PASS" | "MISS" | "n/a"}],
       "notes": [str],
       "runs": [{"label", "prompt", "repeat", "wall_s", "forward_s", "tokens",
-                "target_calls", "draft_calls", "accepted", "checked", "sim_s"}]
+                "target_calls", "draft_calls", "accepted", "checked", "sim_s"}],
+      "comparison": {"reference": timestamp, "new": timestamp,     (only with --compare;
+                     "rows": [{"label", "reference": [median, lo, hi],   see compare_runs)
+                               "new": [median, lo, hi], "in_reference_ci": bool,
+                               "overlap": bool}],
+                     "in_reference_ci": int, "overlap": int,
+                     "costs": {name: [reference, new]}}
     }
 """
 
@@ -158,6 +164,10 @@ class Settings:
     simulate_width: int | None = None
     cost_repeats: int = 30
     quick: bool = False
+
+    def as_json(self) -> dict:
+        """The settings as they appear in a JSON result (lists for tuples)."""
+        return json.loads(json.dumps(asdict(self)))
 
     def check(self) -> Settings:
         """Raise ``ValueError`` naming the first bad setting; return ``self``."""
@@ -465,7 +475,7 @@ class BenchResult:
 
     def to_json(self) -> dict:
         data = {"schema": SCHEMA, "timestamp": self.timestamp, "machine": self.machine,
-                "settings": asdict(self.settings), "models": self.models,
+                "settings": self.settings.as_json(), "models": self.models,
                 "cost_curve": self.cost_curve, "c": self.c, "c_heads": self.c_heads,
                 "c_ngram": self.c_ngram,
                 "alpha_text": self.alpha_text, "head_accuracy": self.head_accuracy,
@@ -976,6 +986,73 @@ def markdown_summary(data: dict) -> str:
     return "\n".join(lines)
 
 
+def check_comparable(reference: object, settings: dict) -> None:
+    """Raise ``ValueError`` unless ``reference`` is a JSON result run with ``settings``
+    (as in ``Settings.as_json``), naming the settings that differ."""
+    if (not isinstance(reference, dict) or reference.get("schema") != SCHEMA
+            or "rows" not in reference or not isinstance(reference.get("settings"), dict)):
+        raise ValueError(f"the reference is not a {SCHEMA} result")
+    ref = reference["settings"]
+    differ = sorted(key for key in set(ref) | set(settings) if ref.get(key) != settings.get(key))
+    if differ:
+        raise ValueError(f"the reference run has different settings: {differ}")
+
+
+def compare_runs(reference: dict, new: dict) -> dict:
+    """How well a new run reproduces a reference run (two JSON results of the same settings).
+
+    For every measured row in both: the two medians and 95% CIs, whether the new median
+    lies inside the reference CI (``in_reference_ci``) and whether the two CIs overlap.
+    Two honest runs of the same code do not put every median inside the other's CI: a
+    CI covers the *true* median about 95% of the time, and the new median is noisy too.
+    Also the costs the predictions rest on (T(1), r(n), c) side by side.
+
+    Raises ``ValueError`` if the settings differ (naming them) or a result lacks rows.
+    """
+    if not isinstance(new, dict) or new.get("schema") != SCHEMA or "rows" not in new:
+        raise ValueError(f"new is not a {SCHEMA} result")
+    check_comparable(reference, new["settings"])
+    new_rows = {r["label"]: r for r in new["rows"] if not r["simulated"]}
+    rows = []
+    for ref in reference["rows"]:
+        row = new_rows.get(ref["label"])
+        if ref["simulated"] or ref["method"] == "autoregressive" or row is None:
+            continue
+        (lo, hi), (new_lo, new_hi) = ref["speedup_ci"], row["speedup_ci"]
+        rows.append({"label": ref["label"], "reference": [ref["speedup"], lo, hi],
+                     "new": [row["speedup"], new_lo, new_hi],
+                     "in_reference_ci": lo <= row["speedup"] <= hi,
+                     "overlap": lo <= new_hi and new_lo <= hi})
+    curves = reference["cost_curve"], new["cost_curve"]
+    costs = {"T(1) ms": [c["target_s"][0] * 1e3 for c in curves]}
+    costs |= {f"r({n})": [c["ratio"][n - 1] for c in curves]
+              for n in (2, 5, 9) if n <= min(len(c["ratio"]) for c in curves)}
+    costs |= {name: [reference.get(name), new.get(name)] for name in ("c", "c_ngram", "c_heads")}
+    return {"reference": reference["timestamp"], "new": new["timestamp"], "rows": rows,
+            "in_reference_ci": sum(r["in_reference_ci"] for r in rows),
+            "overlap": sum(r["overlap"] for r in rows), "costs": costs}
+
+
+def format_comparison(comparison: dict) -> str:
+    """The terminal report of :func:`compare_runs`."""
+    n = len(comparison["rows"])
+    lines = [f"reproduction: run of {comparison['new']} against the reference run of "
+             f"{comparison['reference']}",
+             f"{'method':<38}{'reference [95% CI]':>22}{'new [95% CI]':>22}  inside  overlap",
+             "-" * 96]
+    for r in comparison["rows"]:
+        ref, new = ("{:.2f} [{:.2f},{:.2f}]".format(*r[key]) for key in ("reference", "new"))
+        lines.append(f"{r['label']:<38}{ref:>22}{new:>22}  "
+                     f"{'yes' if r['in_reference_ci'] else 'NO':>6}  "
+                     f"{'yes' if r['overlap'] else 'NO':>7}")
+    lines += ["", f"new median inside the reference CI: {comparison['in_reference_ci']} of {n} "
+              f"rows; CIs overlap: {comparison['overlap']} of {n}",
+              "costs (reference -> new): " + "; ".join(
+                  f"{name} {_f(a, '.3f')} -> {_f(b, '.3f')}"
+                  for name, (a, b) in comparison["costs"].items())]
+    return "\n".join(lines)
+
+
 def write_json(data: dict, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -1007,5 +1084,6 @@ def write_plots(data: dict, directory: str | Path) -> list[Path]:
 
 
 __all__ = ["QUICK", "BenchResult", "Method", "Models", "Settings", "bootstrap_ci",
-           "evaluate_bars", "format_table", "markdown_summary", "predicted_speedup", "run",
-           "schedule", "simulated_units", "write_json", "write_plots"]
+           "check_comparable", "compare_runs", "evaluate_bars", "format_comparison",
+           "format_table", "markdown_summary", "predicted_speedup", "run", "schedule",
+           "simulated_units", "write_json", "write_plots"]

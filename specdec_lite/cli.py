@@ -13,6 +13,7 @@ on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -74,6 +75,10 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--quick", action="store_true", help="a small run, under 30 s")
     bench.add_argument("--json", metavar="PATH", help="write the results as JSON")
     bench.add_argument("--plot", metavar="DIR", help="write PNG figures into DIR")
+    bench.add_argument("--compare", metavar="PATH",
+                       help="after the run, compare it row by row with the JSON result at "
+                       "PATH (same settings): is each new median inside that run's CI? "
+                       "The comparison is also written to --json, as 'comparison'")
     bench.add_argument(
         "--simulate-width", type=_positive, metavar="W", default=None,
         help="add SIMULATED-accelerator rows: a target forward over n <= W tokens costs T(1)",
@@ -160,9 +165,21 @@ def _run_bench(args: argparse.Namespace) -> None:
         if path is not None and (not path or (option == "--json" and Path(path).is_dir())):
             raise ValueError(f"{option} needs a file path, got {path!r}")
     settings = _bench_settings(args).check()
+    reference = None
+    if args.compare is not None:  # read it now, so a bad file fails before the run
+        path = Path(args.compare)
+        if not path.is_file():
+            raise ValueError(f"--compare needs a JSON result file, got {args.compare!r}")
+        try:
+            reference = json.loads(path.read_text())
+            bench.check_comparable(reference, settings.as_json())
+        except ValueError as err:  # JSONDecodeError is one too
+            raise ValueError(f"--compare {args.compare}: {err}") from err
     if not set(bench.BLAS_VARS) & set(os.environ):
         bench.pin_blas_threads(1)  # as make bench does with OPENBLAS_NUM_THREADS=1
     data = bench.run(settings, progress=not args.no_progress).to_json()
+    if reference is not None:
+        data["comparison"] = bench.compare_runs(reference, data)
     print(bench.format_table(data))
     if args.json:
         bench.write_json(data, args.json)
@@ -170,6 +187,9 @@ def _run_bench(args: argparse.Namespace) -> None:
     if args.plot:
         for path in bench.write_plots(data, args.plot):
             print(f"wrote {path}")
+    if reference is not None:
+        print()
+        print(bench.format_comparison(data["comparison"]))
 
 
 def _run_generate(args: argparse.Namespace) -> None:

@@ -131,6 +131,44 @@ def test_bars_use_measured_rows_only() -> None:
     assert bars["engine overhead"]["value"] == 0.08
 
 
+def _result(rows: list[dict], t1: float = 2e-3, **settings: object) -> dict:
+    curve = {"target_s": [t1, 1.5 * t1, 2 * t1], "ratio": [1.0, 1.5, 2.0]}
+    return {"schema": bench.SCHEMA, "timestamp": "t", "settings": Settings(**settings).as_json(),
+            "rows": rows, "cost_curve": curve, "c": 0.1, "c_ngram": None, "c_heads": 0.05}
+
+
+def test_compare_runs_checks_each_median_against_the_reference_ci() -> None:
+    ref = _result([_row(method="autoregressive", label="ar", speedup_ci=[1.0, 1.0]),
+                   _row(label="a", speedup=1.3, speedup_ci=[1.2, 1.4]),
+                   _row(label="b", speedup=1.1, speedup_ci=[1.0, 1.2]),
+                   _row(label="c", speedup=1.5, speedup_ci=[1.4, 1.6]),
+                   _row(label="gone", speedup=1.0, speedup_ci=[0.9, 1.1]),
+                   _row(label="SIMULATED a", simulated=True, speedup_ci=[2.0, 2.2])])
+    new = _result([_row(label="a", speedup=1.35, speedup_ci=[1.3, 1.5]),  # inside
+                   _row(label="b", speedup=1.25, speedup_ci=[1.15, 1.3]),  # outside, overlap
+                   _row(label="c", speedup=1.2, speedup_ci=[1.1, 1.3])], t1=3e-3)  # disjoint
+    out = bench.compare_runs(ref, new)
+    assert [r["label"] for r in out["rows"]] == ["a", "b", "c"]
+    assert [r["in_reference_ci"] for r in out["rows"]] == [True, False, False]
+    assert [r["overlap"] for r in out["rows"]] == [True, True, False]
+    assert (out["in_reference_ci"], out["overlap"]) == (1, 2)
+    assert out["costs"]["T(1) ms"] == pytest.approx([2.0, 3.0])
+    assert out["rows"][1]["new"] == [1.25, 1.15, 1.3]
+    text = bench.format_comparison(out)
+    assert "1 of 3 rows" in text and "2 of 3" in text and "T(1) ms 2.000 -> 3.000" in text
+
+
+def test_compare_runs_refuses_different_settings_or_non_results() -> None:
+    ref = _result([])
+    with pytest.raises(ValueError, match=r"different settings: \['ks', 'repeats'\]"):
+        bench.compare_runs(ref, _result([], ks=(2,), repeats=1))
+    with pytest.raises(ValueError, match="not a specdec_lite.bench/1 result"):
+        bench.compare_runs({"rows": []}, ref)
+    with pytest.raises(ValueError, match="new is not"):
+        bench.compare_runs(ref, [])
+    bench.check_comparable(ref, Settings().as_json())  # the same settings pass
+
+
 # ---------------------------------------------------------------- end to end on tiny models
 
 SMALL = TransformerConfig(vocab_size=96, n_layer=2, n_head=2, d_model=32, max_len=96)

@@ -52,6 +52,19 @@ def test_bad_output_path_is_reported_before_running(tmp_path, capsys) -> None:
     assert err.count("\n") == 1 and "--json" in err
 
 
+def test_bad_compare_file_is_reported_before_running(tmp_path, capsys) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "specdec_lite.bench/1", "rows": [],
+                                 "settings": Settings().as_json()}))
+    not_json = tmp_path / "bad.json"
+    not_json.write_text("{")
+    for path, message in ((tmp_path / "missing.json", "needs a JSON result file"),
+                          (not_json, "--compare"), (other, "different settings")):
+        assert cli.main(["bench", "--quick", "--compare", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+
 def test_settings_that_do_not_fit_are_one_line(capsys) -> None:
     assert cli.main(["bench", "--prompt-len", "200", "--new-tokens", "200",
                      "--no-progress"]) == 2
