@@ -132,9 +132,10 @@ bench: venv
 bench-check: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
 	    --json results/bench_check.json --compare results/bench.json
+	$(MAKE) bench-readme
 
 bench-quick: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json
 
 bench-readme: venv
-	$(BIN)/python scripts/bench_readme.py results/bench.json README.md
+	$(BIN)/python scripts/bench_readme.py results/bench.json README.md results/bench_check.json

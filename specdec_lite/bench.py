@@ -35,6 +35,15 @@ caches, as in the decode loops; :func:`cost_curve`); r(n) = T(n)/T(1). The draft
 c = T_draft(1)/T(1) for the draft GPT and c_ngram for one n-gram ``last_probs`` row; one
 Medusa heads call costs c_heads = T_heads/T(1).
 
+Costs as the runs paid them. The meter (below) times every forward inside the timed
+runs; ``in_run_costs`` turns the means into r_run(n) = T_run(n)/T_run(1) for every size
+the runs made and c, c_ngram, c_heads over the same T_run(1) (:func:`in_run_ratios`).
+They average thousands of forwards spread over the whole run, at every context length
+the decoders saw, with the caches as decoding leaves them; the isolated curve is a few
+hundred forwards timed at one moment after the runs, with warm caches. On a machine
+whose speed drifts the isolated curve moves between runs far more than the in-run one
+does, so the predictions below price every forward at its in-run cost.
+
 Predictions (Leviathan et al. Thm 3.8 with the measured verification cost):
 
 * speculative: ``predicted_speedup`` = E(α, k) / (k·c + r(k+1)) with
@@ -46,8 +55,10 @@ Predictions (Leviathan et al. Thm 3.8 with the measured verification cost):
 ``predicted_speedup_tau`` = τ / (step cost) for every method: it drops the i.i.d.
 acceptance assumption, so the gap between the two predictions is the assumption's
 error and the gap between ``predicted_speedup_tau`` and ``speedup`` is the cost model's
-(engine overhead, draft catch-up calls of 2 tokens, cache effects).
-``measured_over_predicted`` = speedup / predicted_speedup.
+(engine overhead, draft catch-up calls of 2 tokens, the spread of cells).
+Both use the in-run costs; ``predicted_speedup_isolated`` is ``predicted_speedup`` with
+the isolated cost curve and c instead. ``measured_over_predicted`` = speedup /
+predicted_speedup. SIMULATED rows use the SIMULATED cost model and the isolated c.
 
 Engine overhead: the target's and draft's ``forward``, the n-gram's ``last_probs`` and the
 heads' ``logits`` are timed by :class:`ForwardMeter`; overhead = 1 − forward time / wall
@@ -79,6 +90,8 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
                      "draft_s": float, "heads_s": float | null, "ngram_s": float | null,
                      "in_run": {"target" | "draft" | "heads" | "ngram":
                                 [[n, mean seconds, calls]]}},
+      "in_run_costs": {"n": [int], "ratio": [float], "c": float | null,
+                       "c_ngram": float | null, "c_heads": float | null},
       "c": float, "c_heads": float | null, "c_ngram": float | null,
       "alpha_text": {"greedy": float, "T=1": float,    (target vs draft GPT on held-out text)
                      "ngram": {"greedy": float, "T=1": float}},   (target vs n-gram)
@@ -88,6 +101,7 @@ JSON schema (``BenchResult.to_json``; a float is ``null`` where it does not appl
                 "temperature": float, "simulated": bool,
                 "speedup": float, "speedup_ci": [float, float],
                 "predicted_speedup": float | null, "predicted_speedup_tau": float | null,
+                "predicted_speedup_isolated": float | null,
                 "measured_over_predicted": float | null,
                 "alpha": float | null, "tau": float, "tokens_per_s": float,
                 "target_calls": float, "draft_calls": float    (means per generation),
@@ -442,6 +456,7 @@ class Row:
     speedup_ci: tuple[float, float]
     predicted_speedup: float | None
     predicted_speedup_tau: float | None
+    predicted_speedup_isolated: float | None
     measured_over_predicted: float | None
     alpha: float | None
     tau: float
@@ -460,6 +475,7 @@ class BenchResult:
     settings: Settings
     models: dict
     cost_curve: dict
+    in_run_costs: dict
     c: float
     c_heads: float | None
     c_ngram: float | None
@@ -476,7 +492,8 @@ class BenchResult:
     def to_json(self) -> dict:
         data = {"schema": SCHEMA, "timestamp": self.timestamp, "machine": self.machine,
                 "settings": self.settings.as_json(), "models": self.models,
-                "cost_curve": self.cost_curve, "c": self.c, "c_heads": self.c_heads,
+                "cost_curve": self.cost_curve, "in_run_costs": self.in_run_costs,
+                "c": self.c, "c_heads": self.c_heads,
                 "c_ngram": self.c_ngram,
                 "alpha_text": self.alpha_text, "head_accuracy": self.head_accuracy,
                 "rows": [asdict(r) | {"speedup_ci": list(r.speedup_ci)} for r in self.rows],
@@ -727,8 +744,10 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
     c_heads = heads_s / target_s[0] if heads_s is not None else None
     c_ngram = ngram_s / target_s[0] if ngram_s is not None else None
     costs = {"speculative": c, "ngram": c_ngram, "medusa": c_heads}
+    paid = in_run_ratios(curve["in_run"])
 
-    rows = [summarise(m, runs, outputs, curve, costs, trees, s.seed) for m in methods]
+    rows = [summarise(m, runs, outputs, curve, costs, trees, s.seed, in_run=paid)
+            for m in methods]
     if s.simulate_width:
         for r in runs:
             run_calls = calls[(r.label, r.prompt, r.repeat)]
@@ -759,7 +778,7 @@ def run(settings: Settings | None = None, models: Models | None = None, *,
         "fitted_on": "the training split of the bundled corpus"}
     model_info = {"target": asdict(models.target.config), "draft": asdict(models.draft.config),
                   "heads": n_heads, "ngram": ngram_info, "source": models.source}
-    return BenchResult(s, model_info, curve, float(c), c_heads, c_ngram, alpha_text,
+    return BenchResult(s, model_info, curve, paid, float(c), c_heads, c_ngram, alpha_text,
                        acc.tolist() if acc is not None else [], rows, profile, loops,
                        machine_info(), datetime.now(UTC).isoformat(timespec="seconds"),
                        notes, runs)
@@ -778,17 +797,42 @@ def _profiled(methods: list[Method], rows: list[Row]) -> list[Method]:
 
 
 def verify_ratio(curve: dict, n: int, width: int | None = None) -> float | None:
-    """r(n) = T(n)/T(1) from the cost curve, or ceil(n/W) in the SIMULATED model."""
+    """r(n) = T(n)/T(1) from a cost curve (``{"n": [sizes], "ratio": [r]}``: the isolated
+    ``cost_curve`` or the ``in_run_costs``), None where n was not measured, or ceil(n/W)
+    in the SIMULATED model."""
     if width is not None:
         return float(math.ceil(n / width))
-    return curve["ratio"][n - 1] if 1 <= n <= len(curve["ratio"]) else None
+    return dict(zip(curve["n"], curve["ratio"], strict=True)).get(n)
+
+
+def in_run_ratios(in_run: dict) -> dict:
+    """The costs as the timed runs paid them, from ``cost_curve["in_run"]``: r(n) = mean
+    target forward over n tokens / mean one-token target forward, for every n the runs
+    made, and each drafter's mean one-token (or one-row) call in the same unit.
+
+    Returns ``{"n": [int], "ratio": [float], "c": float | None, "c_ngram": ...,
+    "c_heads": ...}`` (null where no such call was made)."""
+    target = {n: s for n, s, _ in in_run.get("target", [])}
+    t1 = target.get(1)
+
+    def per_call(who: str) -> float | None:
+        one = [s for n, s, _ in in_run.get(who, []) if n == 1]
+        return one[0] / t1 if one and t1 else None
+
+    sizes = sorted(target) if t1 else []
+    return {"n": sizes, "ratio": [target[n] / t1 for n in sizes], "c": per_call("draft"),
+            "c_ngram": per_call("ngram"), "c_heads": per_call("heads")}
 
 
 def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs: dict,
-              trees: dict, seed: int, width: int | None = None) -> Row:
+              trees: dict, seed: int, width: int | None = None,
+              in_run: dict | None = None) -> Row:
     """One method's row: median per-cell speedup over AR (same temperature), its bootstrap
-    CI, α, τ, overhead and the predictions. ``costs``: the draft cost per draft call of
-    each kind (c, c_ngram, c_heads). ``width``: use the SIMULATED times."""
+    CI, α, τ, overhead and the predictions. ``curve`` and ``costs`` (the draft cost per
+    draft call of each kind: c, c_ngram, c_heads) are the isolated measurements,
+    ``in_run`` the costs the runs paid (:func:`in_run_ratios`), which price
+    ``predicted_speedup`` and ``predicted_speedup_tau`` of measured rows. ``width``: use
+    the SIMULATED times and cost model."""
     base_label = Method("autoregressive", method.temperature).label
     mine = {(r.prompt, r.repeat): r for r in runs if r.label == method.label}
     base = {(r.prompt, r.repeat): r for r in runs if r.label == base_label}
@@ -806,7 +850,13 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs
     checked = sum(r.checked for r in sel)
     alpha = sum(r.accepted for r in sel) / checked if checked else None  # accepted / checked
     tau = tokens / sum(r.target_calls for r in sel)
-    pred, pred_tau = _predictions(method, alpha, tau, curve, costs, trees, width)
+    pred_isolated = _predictions(method, alpha, tau, curve, costs, trees, width)[0]
+    if width is None and in_run is not None:
+        paid = {"speculative": in_run["c"], "ngram": in_run["c_ngram"],
+                "medusa": in_run["c_heads"]}
+        pred, pred_tau = _predictions(method, alpha, tau, in_run, paid, trees, None)
+    else:
+        pred, pred_tau = _predictions(method, alpha, tau, curve, costs, trees, width)
     speedup = float(np.median(ratios))
     wall = sum(r.wall_s for r in sel)
     matches = None
@@ -816,7 +866,8 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs
     label = f"SIMULATED {method.label}" if width else method.label
     return Row(method.kind, label, method.k, method.tree_nodes, method.rule,
                method.temperature, width is not None, speedup, bootstrap_ci(ratios, seed),
-               pred, pred_tau, speedup / pred if pred else None, alpha, tau,
+               pred, pred_tau, None if width else pred_isolated,
+               speedup / pred if pred else None, alpha, tau,
                float(np.median(rate)), sum(r.target_calls for r in sel) / len(sel),
                sum(r.draft_calls for r in sel) / len(sel),
                None if width else 1.0 - sum(r.forward_s for r in sel) / wall, matches, len(sel))
@@ -827,6 +878,8 @@ def _predictions(method: Method, alpha: float | None, tau: float, curve: dict, c
     """(predicted_speedup, predicted_speedup_tau); see the module docstring."""
     if method.kind == "autoregressive":
         return 1.0, 1.0
+    if costs[method.kind] is None and method.kind != "medusa":
+        return None, None
     if method.kind in ("speculative", "ngram"):
         n, draft_cost, depth = method.k + 1, method.k * costs[method.kind], method.k
     else:
@@ -888,7 +941,8 @@ def format_table(data: dict) -> str:
              f"{s['prompt_len']}; {m['cpu_model']} ({m['cpu_count']} cores), "
              f"BLAS threads {m['blas_threads'] or 'default'}"]
     head = (f"{'method':<38}{'speedup':>8} {'95% CI':>13} {'pred':>6} {'pred(tau)':>9} "
-            f"{'meas/pred':>9} {'alpha':>6} {'tau':>5} {'tok/s':>7} {'overhead':>8}")
+            f"{'pred(iso)':>9} {'meas/pred':>9} {'alpha':>6} {'tau':>5} {'tok/s':>7} "
+            f"{'overhead':>8}")
     for simulated in (False, True):
         rows = [r for r in data["rows"] if r["simulated"] == simulated]
         if not rows:
@@ -901,6 +955,7 @@ def format_table(data: dict) -> str:
             ci = "[{:.2f},{:.2f}]".format(*r["speedup_ci"])
             lines.append(f"{r['label']:<38}{r['speedup']:>8.2f} {ci:>13} "
                          f"{_f(r['predicted_speedup']):>6} {_f(r['predicted_speedup_tau']):>9} "
+                         f"{_f(r['predicted_speedup_isolated']):>9} "
                          f"{_f(r['measured_over_predicted']):>9} "
                          f"{_f(r['alpha'], '.3f'):>6} {r['tau']:>5.2f} "
                          f"{r['tokens_per_s']:>7.0f} {_f(r['overhead'], '.1%'):>8}")
@@ -915,6 +970,11 @@ def format_table(data: dict) -> str:
               + ("" if "ngram" not in data["alpha_text"] else
                  f" (n-gram: greedy {data['alpha_text']['ngram']['greedy']:.3f}, "
                  f"T=1 {data['alpha_text']['ngram']['T=1']:.3f})")]
+    paid = data["in_run_costs"]
+    lines.append("costs in the runs (they price pred and pred(tau)): T_run(n)/T_run(1) = "
+                 + " ".join(f"{n}:{x:.2f}" for n, x in zip(paid["n"], paid["ratio"], strict=True))
+                 + f"; c = {_f(paid['c'], '.3f')}, c_ngram = {_f(paid['c_ngram'], '.3f')}, "
+                 f"c_heads = {_f(paid['c_heads'], '.3f')}")
     lines.append(f"in-run / isolated forward cost: {in_run_summary(data)}")
     if data["greedy_loops"] is not None:
         lines.append(f"greedy AR outputs ending in a loop: {data['greedy_loops']:.0%}")
@@ -948,19 +1008,22 @@ def in_run_summary(data: dict, min_calls: int = 20) -> str:
     return ", ".join(parts) or "-"
 
 
-def markdown_summary(data: dict) -> str:
-    """The README's headline table of a JSON result, labelled with its machine."""
+def markdown_summary(data: dict, comparison: dict | None = None) -> str:
+    """The README's headline table of a JSON result, labelled with its machine, and a line
+    on how a second run reproduced it if ``comparison`` (from :func:`compare_runs`, with
+    this result as the reference) is given."""
     m, s = data["machine"], data["settings"]
     blas = ", ".join(f"{k}={v}" for k, v in m["blas_threads"].items()) or "default"
     lines = [f"Measured on {m['cpu_model']} ({m['cpu_count']} cores, numpy {m['numpy']}, "
              f"BLAS threads {blas}), {data['timestamp']}: {s['prompts']} held-out prompts "
              f"x {s['repeats']} repeats, {s['new_tokens']} new tokens each. "
              "Best setting per method; speedup is the median over (prompt, repeat) cells, "
-             "with a bootstrap 95% CI.",
+             "with a bootstrap 95% CI. The predictions price every forward at its mean cost "
+             "inside the runs; the isolated column uses the cost curve timed after them.",
              "",
              "| method | speedup | 95% CI | predicted | predicted from tau "
-             "| measured / predicted | alpha | tau | overhead |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| predicted, isolated costs | measured / predicted | alpha | tau | overhead |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     real = [r for r in data["rows"] if not r["simulated"]]
     groups: dict[tuple, list] = {}
     for r in real:
@@ -970,19 +1033,33 @@ def markdown_summary(data: dict) -> str:
         lines.append(f"| {r['label']} | {r['speedup']:.2f}x | "
                      "{:.2f}-{:.2f} | ".format(*r["speedup_ci"])
                      + f"{_f(r['predicted_speedup'])} | {_f(r['predicted_speedup_tau'])} | "
+                     f"{_f(r['predicted_speedup_isolated'])} | "
                      f"{_f(r['measured_over_predicted'])} | "
                      f"{_f(r['alpha'], '.2f')} | {r['tau']:.2f} | {_f(r['overhead'], '.1%')} |")
-    curve = data["cost_curve"]
-    lines += ["", f"T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
-              + ", ".join(f"T({n})/T(1) = {curve['ratio'][n - 1]:.2f}"
-                          for n in (2, 5, len(curve["n"])) if n <= len(curve["n"]))
+    curve, paid = data["cost_curve"], data["in_run_costs"]
+    sizes = [n for n in (2, 5, len(curve["n"])) if n <= len(curve["n"])]
+    lines += ["", f"Isolated cost curve: T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
+              + ", ".join(f"T({n})/T(1) = {verify_ratio(curve, n):.2f}" for n in sizes)
               + f"; draft cost c = {data['c']:.3f}"
               + ("" if data.get("c_ngram") is None else f", n-gram draft c = {data['c_ngram']:.3f}")
+              + ". In the runs: "
+              + ", ".join(f"T({n})/T(1) = {verify_ratio(paid, n):.2f}" for n in sizes
+                          if verify_ratio(paid, n) is not None)
+              + f"; c = {_f(paid['c'], '.3f')}"
+              + ("" if paid["c_ngram"] is None else f", n-gram c = {paid['c_ngram']:.3f}")
               + ".", "",
               "| bar | threshold | value | status |", "| --- | --- | --- | --- |"]
     for b in data["bars"]:
         value = _f(b["value"], ".1%" if "overhead" in b["name"] else ".2f")
         lines.append(f"| {b['name']} | {b['threshold']} | {value} | {b['status']} |")
+    if comparison is not None:
+        if comparison["reference"] != data["timestamp"]:
+            raise ValueError("comparison: its reference is not this result")
+        n = len(comparison["rows"])
+        lines += ["", f"Reproduction (`make bench-check`, a second full run at "
+                  f"{comparison['new']}): {comparison['in_reference_ci']} of {n} second-run "
+                  f"medians fall inside this run's 95% CI, and the two CIs overlap for "
+                  f"{comparison['overlap']} of {n} methods."]
     return "\n".join(lines)
 
 
@@ -1005,7 +1082,8 @@ def compare_runs(reference: dict, new: dict) -> dict:
     lies inside the reference CI (``in_reference_ci``) and whether the two CIs overlap.
     Two honest runs of the same code do not put every median inside the other's CI: a
     CI covers the *true* median about 95% of the time, and the new median is noisy too.
-    Also the costs the predictions rest on (T(1), r(n), c) side by side.
+    Also the costs the predictions rest on side by side: the isolated T(1), r(n) and c,
+    and the same costs as the runs paid them (``run r(n)``, ``run c``).
 
     Raises ``ValueError`` if the settings differ (naming them) or a result lacks rows.
     """
@@ -1024,10 +1102,14 @@ def compare_runs(reference: dict, new: dict) -> dict:
                      "in_reference_ci": lo <= row["speedup"] <= hi,
                      "overlap": lo <= new_hi and new_lo <= hi})
     curves = reference["cost_curve"], new["cost_curve"]
+    paid = reference.get("in_run_costs"), new.get("in_run_costs")
     costs = {"T(1) ms": [c["target_s"][0] * 1e3 for c in curves]}
-    costs |= {f"r({n})": [c["ratio"][n - 1] for c in curves]
-              for n in (2, 5, 9) if n <= min(len(c["ratio"]) for c in curves)}
+    for n in (2, 5, 9):
+        costs[f"r({n})"] = [verify_ratio(c, n) for c in curves]
+        costs[f"run r({n})"] = [verify_ratio(c, n) if c else None for c in paid]
     costs |= {name: [reference.get(name), new.get(name)] for name in ("c", "c_ngram", "c_heads")}
+    costs |= {f"run {name}": [c[name] if c else None for c in paid] for name in ("c", "c_ngram")}
+    costs = {name: pair for name, pair in costs.items() if None not in pair}
     return {"reference": reference["timestamp"], "new": new["timestamp"], "rows": rows,
             "in_reference_ci": sum(r["in_reference_ci"] for r in rows),
             "overlap": sum(r["overlap"] for r in rows), "costs": costs}

@@ -1043,8 +1043,8 @@ def _bench_title(data: dict, what: str, simulated: bool) -> str:
 def plot_bench_speedup(data: dict, simulated: bool = False) -> plt.Figure:
     """Left: draft-model speedup against k per temperature and draft (the draft GPT,
     solid dots; the n-gram, open squares), median with its 95% CI, and the theory
-    E(α,k)/(kc + T(k+1)/T(1)) at the measured α (dashed). Right: Medusa, one bar per tree
-    (or chain) with its CI and prediction (x)."""
+    E(α,k)/(kc + T(k+1)/T(1)) at the measured α and the costs the runs paid (dotted).
+    Right: Medusa, one bar per tree (or chain) with its CI and prediction (x)."""
     rows = [r for r in data["rows"] if r["simulated"] == simulated]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), width_ratios=(3, 2))
     drafts = [("speculative", "GPT draft", "o-", None), ("ngram", "n-gram draft", "s--", "white")]
@@ -1107,6 +1107,36 @@ def plot_cost_curve(data: dict, ax: plt.Axes | None = None) -> plt.Figure:
     ax.set_ylabel("T(n) / T(1)")
     ax.set_ylim(0, None)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_reproduction(comparison: dict, ax: plt.Axes | None = None) -> plt.Figure:
+    """Each measured row's speedup in a second run (y) against the reference run (x), both
+    with their 95% CIs, from ``bench.compare_runs``; rows whose new median falls outside the
+    reference CI are drawn hollow. On the diagonal the two runs agree."""
+    fig, ax = _axes(ax, figsize=(5.2, 5.0))
+    rows = comparison["rows"]
+    ref = np.array([r["reference"] for r in rows])  # [R, 3]: median, lo, hi
+    new = np.array([r["new"] for r in rows])  # [R, 3]
+    inside = np.array([r["in_reference_ci"] for r in rows], dtype=bool)  # [R]
+    for mask, fill, label in ((inside, COLORS["target"], "new median inside the first CI"),
+                              (~inside, "white", "outside it")):
+        if not mask.any():
+            continue
+        ax.errorbar(ref[mask, 0], new[mask, 0],
+                    xerr=[ref[mask, 0] - ref[mask, 1], ref[mask, 2] - ref[mask, 0]],
+                    yerr=[new[mask, 0] - new[mask, 1], new[mask, 2] - new[mask, 0]],
+                    fmt="o", mfc=fill, mec=COLORS["target"], ecolor="#b0b0b0", elinewidth=1,
+                    capsize=0, label=f"{label} ({int(mask.sum())})")
+    lo = min(ref[:, 1].min(), new[:, 1].min()) - 0.05
+    hi = max(ref[:, 2].max(), new[:, 2].max()) + 0.05
+    ax.plot([lo, hi], [lo, hi], ls="--", color=COLORS["theory"], lw=1)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel(f"speedup, first run ({comparison['reference'][:16]})")
+    ax.set_ylabel(f"speedup, second run ({comparison['new'][:16]})")
+    ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
@@ -1216,25 +1246,35 @@ def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
                       ax: plt.Axes | None = None, title: str | None = None,
                       method: str = "speculative") -> plt.Figure:
     """Draft-model speedup against k at one temperature: the measured medians with their
-    95% CIs (dots), the prediction from each row's measured τ (crosses), and Thm 3.8 with
-    the measured cost curve at one ``alpha`` (dashed). SIMULATED rows, if the run has
-    them, in grey squares with their own theory curve (flat cost up to the width).
+    95% CIs (dots), the prediction from each row's measured τ (crosses), and Thm 3.8 at
+    one ``alpha`` with the costs the runs paid (dashed, at the k the runs verified) and
+    with the isolated cost curve (dotted). SIMULATED rows, if the run has them, in grey
+    squares with their own theory curve (flat cost up to the width).
     ``method``: ``"speculative"`` (the draft GPT, cost c) or ``"ngram"`` (cost c_ngram)."""
+    from .theory import expected_speedup
+
     fig, ax = _axes(ax, figsize=(6, 3.8))
     rows = bench_rows(data, method, temperature)
     ks = np.array([r["k"] for r in rows])
     grid = np.arange(1, ks.max() + 1)
-    c = data["c"] if method == "speculative" else data["c_ngram"]
-    verify = data["cost_curve"]["ratio"]
-    ax.plot(grid, theory_speedup(alpha, grid, c, verify), "--", color=COLORS["target"],
-            alpha=0.8, label=f"Thm 3.8, measured T(n), α = {alpha:.2f}")
+    draft = "c" if method == "speculative" else "c_ngram"
+    ax.plot(grid, theory_speedup(alpha, grid, data[draft], data["cost_curve"]["ratio"]), ":",
+            color=COLORS["target"], alpha=0.6, label=f"Thm 3.8, isolated T(n), α = {alpha:.2f}")
+    paid = data.get("in_run_costs")
+    if paid and paid[draft] is not None:
+        run_ratio = dict(zip(paid["n"], paid["ratio"], strict=True))
+        run_ks = np.array([k for k in grid if k + 1 in run_ratio])  # [m]
+        run_r = np.array([run_ratio[k + 1] for k in run_ks])  # [m]
+        ax.plot(run_ks, expected_speedup(alpha, run_ks, paid[draft], verify_cost=run_r), "--",
+                color=COLORS["target"], alpha=0.8,
+                label=f"Thm 3.8, costs in the runs, α = {alpha:.2f}")
     _errorbar(ax, rows, ks, fmt="o-", color=COLORS["target"], label="measured (95% CI)")
     ax.plot(ks, _predicted(rows), "x", color=COLORS["theory"],
             ms=8, label="predicted from measured τ")
     sim = bench_rows(data, method, temperature, simulated=True)
     if sim:
         width = data["settings"]["simulate_width"]
-        ax.plot(grid, theory_speedup(alpha, grid, c, width=width), ":", color="#888888")
+        ax.plot(grid, theory_speedup(alpha, grid, data[draft], width=width), ":", color="#888888")
         _errorbar(ax, sim, np.array([r["k"] for r in sim]), fmt="s-", color="#888888",
                   mfc="white", label=f"SIMULATED accelerator (W = {width})")
     ax.axhline(1.0, color=COLORS["theory"], lw=0.8)

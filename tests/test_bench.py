@@ -65,8 +65,21 @@ def test_simulated_cost_is_flat_up_to_the_width() -> None:
         4 + 12 * 0.25 + 4 * 0.1)
 
 
+def test_in_run_ratios_divide_by_the_mean_one_token_forward() -> None:
+    in_run = {"target": [[1, 2e-3, 100], [3, 3e-3, 40], [5, 4e-3, 10]],
+              "draft": [[1, 3e-4, 300], [2, 5e-4, 20]], "ngram": [[1, 1e-4, 50]]}
+    paid = bench.in_run_ratios(in_run)
+    assert paid["n"] == [1, 3, 5]
+    assert paid["ratio"] == pytest.approx([1.0, 1.5, 2.0])
+    assert paid["c"] == pytest.approx(0.15) and paid["c_ngram"] == pytest.approx(0.05)
+    assert paid["c_heads"] is None  # no heads calls were made
+    assert bench.verify_ratio(paid, 3) == pytest.approx(1.5) and bench.verify_ratio(paid, 2) is None
+    assert bench.in_run_ratios({"draft": [[1, 3e-4, 3]]}) == {
+        "n": [], "ratio": [], "c": None, "c_ngram": None, "c_heads": None}
+
+
 def test_verify_ratio_measured_or_simulated() -> None:
-    curve = {"ratio": [1.0, 1.2, 1.5]}
+    curve = {"n": [1, 2, 3], "ratio": [1.0, 1.2, 1.5]}
     assert bench.verify_ratio(curve, 3) == 1.5
     assert bench.verify_ratio(curve, 4) is None
     assert bench.verify_ratio(curve, 3, width=2) == 2.0
@@ -132,9 +145,11 @@ def test_bars_use_measured_rows_only() -> None:
 
 
 def _result(rows: list[dict], t1: float = 2e-3, **settings: object) -> dict:
-    curve = {"target_s": [t1, 1.5 * t1, 2 * t1], "ratio": [1.0, 1.5, 2.0]}
+    curve = {"n": [1, 2, 3], "target_s": [t1, 1.5 * t1, 2 * t1], "ratio": [1.0, 1.5, 2.0]}
+    paid = {"n": [1, 2], "ratio": [1.0, 1.6], "c": 0.12, "c_ngram": None, "c_heads": None}
     return {"schema": bench.SCHEMA, "timestamp": "t", "settings": Settings(**settings).as_json(),
-            "rows": rows, "cost_curve": curve, "c": 0.1, "c_ngram": None, "c_heads": 0.05}
+            "rows": rows, "cost_curve": curve, "in_run_costs": paid, "c": 0.1, "c_ngram": None,
+            "c_heads": 0.05}
 
 
 def test_compare_runs_checks_each_median_against_the_reference_ci() -> None:
@@ -153,6 +168,8 @@ def test_compare_runs_checks_each_median_against_the_reference_ci() -> None:
     assert [r["overlap"] for r in out["rows"]] == [True, True, False]
     assert (out["in_reference_ci"], out["overlap"]) == (1, 2)
     assert out["costs"]["T(1) ms"] == pytest.approx([2.0, 3.0])
+    assert out["costs"]["run r(2)"] == [1.6, 1.6] and out["costs"]["run c"] == [0.12, 0.12]
+    assert "r(5)" not in out["costs"] and "c_ngram" not in out["costs"]  # not measured
     assert out["rows"][1]["new"] == [1.25, 1.15, 1.3]
     text = bench.format_comparison(out)
     assert "1 of 3 rows" in text and "2 of 3" in text and "T(1) ms 2.000 -> 3.000" in text
@@ -195,17 +212,22 @@ def result() -> dict:
 
 def test_json_schema(result: dict) -> None:
     assert result["schema"] == "specdec_lite.bench/1"
-    for key in ("timestamp", "machine", "settings", "models", "cost_curve", "c", "c_heads",
+    for key in ("timestamp", "machine", "settings", "models", "cost_curve", "in_run_costs",
+                "c", "c_heads",
                 "c_ngram", "alpha_text", "head_accuracy", "rows", "profile", "greedy_loops", "bars",
                 "notes", "runs"):
         assert key in result, key
     for row in result["rows"]:
-        for key in ("speedup", "speedup_ci", "predicted_speedup", "alpha", "tau",
-                    "tokens_per_s", "measured_over_predicted", "overhead", "simulated"):
+        for key in ("speedup", "speedup_ci", "predicted_speedup", "predicted_speedup_tau",
+                    "predicted_speedup_isolated", "alpha", "tau", "tokens_per_s",
+                    "measured_over_predicted", "overhead", "simulated"):
             assert key in row, key
         assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
     assert result["cost_curve"]["n"] == list(range(1, 5))  # k + 1 = 4 = tree of 3 + root
     assert result["cost_curve"]["ratio"][0] == 1.0
+    paid = result["in_run_costs"]  # every verification size the runs made, and one token
+    assert {1, 2, 4} <= set(paid["n"]) and paid["ratio"][0] == 1.0  # (3: short last steps)
+    assert all(paid[name] > 0 for name in ("c", "c_ngram", "c_heads"))
     assert np.array(result["head_accuracy"]).shape == (2, 3)
     assert json.loads(json.dumps(result)) == result  # plain JSON types only
 
@@ -240,6 +262,12 @@ def test_reports_label_simulation(result: dict, tmp_path) -> None:
     summary = bench.markdown_summary(result)
     assert "| method |" in summary and result["machine"]["cpu_model"] in summary
     assert "SIMULATED" not in summary  # the headline table shows measured rows only
+    again = bench.compare_runs(result, result)  # a run reproduces itself exactly
+    n = len(again["rows"])
+    assert n > 0 and again["in_reference_ci"] == again["overlap"] == n
+    assert f"{n} of {n} second-run medians" in bench.markdown_summary(result, again)
+    with pytest.raises(ValueError, match="reference"):
+        bench.markdown_summary(result, again | {"reference": "another run"})
     bench.write_json(result, tmp_path / "out" / "bench.json")
     assert json.loads((tmp_path / "out" / "bench.json").read_text()) == result
     pytest.importorskip("matplotlib")
@@ -289,7 +317,11 @@ def test_ngram_draft_rows(result: dict) -> None:
     assert result["models"]["ngram"]["order"] == 3
     assert set(result["alpha_text"]["ngram"]) == {"greedy", "T=1"}
     assert [n for n, _, _ in result["cost_curve"]["in_run"]["ngram"]] == [1]  # one row a call
-    for r in rows:  # the prediction prices k n-gram rows at c_ngram each
-        k, ratio = r["k"], result["cost_curve"]["ratio"]
+    paid = result["in_run_costs"]
+    for r in rows:  # the predictions price k n-gram rows at c_ngram each
+        k, ratio = r["k"], dict(zip(paid["n"], paid["ratio"], strict=True))
         assert r["predicted_speedup_tau"] == pytest.approx(
-            r["tau"] / (k * result["c_ngram"] + ratio[k]))
+            r["tau"] / (k * paid["c_ngram"] + ratio[k + 1]))  # as the runs paid them
+        isolated = result["cost_curve"]["ratio"]
+        assert r["predicted_speedup_isolated"] == pytest.approx(bench.predicted_speedup(
+            r["alpha"], k, result["c_ngram"], isolated[k]))

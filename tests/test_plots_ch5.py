@@ -52,7 +52,10 @@ def _row(method, k=None, tree=None, t=0.0, simulated=False, speedup=1.2, tau=2.0
 BENCH = {
     "settings": {"simulate_width": 4},
     "c": 0.1,
+    "c_ngram": 0.03,
     "cost_curve": {"ratio": RATIO.tolist()},
+    "in_run_costs": {"n": [1, 2, 4], "ratio": [1.0, 1.6, 2.2], "c": 0.12, "c_ngram": None,
+                     "c_heads": None},
     "rows": [_row("speculative", k=k, t=t, simulated=s) for k in (3, 1, 2)
              for t in (0.0, 1.0) for s in (False, True)]
             + [_row("medusa", tree=4), _row("medusa", tree=2), _row("medusa", k=3, t=1.0),
@@ -68,6 +71,17 @@ def test_bench_rows_selects_and_sorts():
     assert len(plots.bench_rows(BENCH, "medusa", 0.0, simulated=True)) == 1
 
 
+def test_speedup_vs_k_draws_theory_at_the_costs_the_runs_paid():
+    fig = plots.plot_speedup_vs_k(BENCH, 0.0, 0.6)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    paid = lines["Thm 3.8, costs in the runs, α = 0.60"]
+    np.testing.assert_array_equal(paid.get_xdata(), [1, 3])  # k + 1 in the runs' sizes
+    np.testing.assert_allclose(paid.get_ydata(), expected_speedup(
+        0.6, np.array([1, 3]), 0.12, verify_cost=np.array([1.6, 2.2])))
+    assert len(lines["Thm 3.8, isolated T(n), α = 0.60"].get_xdata()) == 3
+    plt.close(fig)
+
+
 def test_figures_draw():
     figures = [
         plots.plot_speedup_vs_k(BENCH, 0.0, 0.6),
@@ -81,3 +95,17 @@ def test_figures_draw():
     for fig in figures:
         assert isinstance(fig, plt.Figure)
         plt.close(fig)
+
+
+def test_plot_reproduction_marks_rows_outside_the_reference_ci():
+    comparison = {"reference": "2026-11-30T12:00:00+00:00", "new": "2026-11-30T13:00:00+00:00",
+                  "rows": [{"label": "a", "reference": [1.2, 1.1, 1.3], "new": [1.25, 1.1, 1.4],
+                            "in_reference_ci": True, "overlap": True},
+                           {"label": "b", "reference": [1.0, 0.9, 1.1], "new": [1.3, 1.2, 1.4],
+                            "in_reference_ci": False, "overlap": False}]}
+    fig = plots.plot_reproduction(comparison)
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["new median inside the first CI (1)", "outside it (1)"]
+    assert ax.get_xlim() == pytest.approx((0.85, 1.45))
+    plt.close(fig)
