@@ -397,7 +397,7 @@ def medusa_generate(
 
     def emit_from(logits: np.ndarray) -> int:  # [V] -> one token: argmax, or sampled at T
         if greedy:
-            return int(np.argmax(logits))
+            return int(logits.argmax())
         return sample(apply_temperature(softmax(logits), temperature), rng)
 
     logits = target.logits(prompt)[-1]  # [V]
@@ -421,8 +421,8 @@ def medusa_generate(
             extra_token, extra = int(result.tokens[-1]), result.extra
         else:
             ok = _accept(tokens, tree.parent, forward.logits, rule, temperature, params)  # [N+1]
-            accepted = ~np.any(tree.mask & ~ok[None, :], axis=1)  # [N+1] whole path ok
-            last = int(np.argmax(np.where(accepted, tree.depth, -1)))
+            accepted = ~(tree.mask & ~ok[None, :]).any(axis=1)  # [N+1] whole path ok
+            last = int(np.where(accepted, tree.depth, -1).argmax())
             path = np.flatnonzero(tree.mask[last])  # ancestors of last, ascending
             extra_token = emit_from(forward.logits[last])
             extra = "correction" if last in first_child else "bonus"
@@ -430,8 +430,9 @@ def medusa_generate(
         target.cache.keep_path(base + path)
         hidden = target.cache.hidden[target.cache.length - 1]
         child = first_child.get(last)
-        proposed = tokens[path[1:]].tolist() + ([int(tokens[child])] if child else [])
-        emitted = np.array(tokens[path[1:]].tolist() + [extra_token], dtype=np.int64)
+        kept = tokens[path[1:]].tolist()  # the accepted path below the root
+        proposed = kept + ([int(tokens[child])] if child else [])
+        emitted = np.array(kept + [extra_token], dtype=np.int64)
         emitted = emitted[: max_new_tokens - len(out)]
         emitted, hit_eos = _cut_at_eos(emitted, eos_id)
         gen.steps.append(Step(tuple(proposed), len(path) - 1, tuple(emitted.tolist()), extra))

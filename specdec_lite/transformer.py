@@ -169,7 +169,7 @@ class KVCache:
         """
         rows = np.asarray(rows, dtype=np.int64)  # [m]
         if rows.ndim != 1 or (rows.size and (rows[0] < self.n_causal or rows[-1] >= self.length
-                                             or np.any(np.diff(rows) <= 0))):
+                                             or (rows[1:] <= rows[:-1]).any())):
             raise ValueError(f"rows must be ascending slots in [{self.n_causal}, {self.length}), "
                              f"got {rows.tolist()}")
         end = self.n_causal + rows.size
@@ -239,7 +239,7 @@ class TransformerModel:
             positions = np.arange(start, start + n)  # [n]
         else:
             positions = start + np.arange(n) if positions is None else np.asarray(positions)
-            out_of_range = np.any(positions < 0) or np.any(positions >= self.config.max_len)
+            out_of_range = (positions < 0).any() or (positions >= self.config.max_len).any()
             if positions.shape != (n,) or out_of_range:
                 raise ValueError(f"positions must be {n} ints in [0, {self.config.max_len}), "
                                  f"got {positions.tolist()}")
