@@ -1123,11 +1123,11 @@ def plot_reproduction(comparison: dict, ax: plt.Axes | None = None) -> plt.Figur
                               (~inside, "white", "outside it")):
         if not mask.any():
             continue
-        ax.errorbar(ref[mask, 0], new[mask, 0],
-                    xerr=[ref[mask, 0] - ref[mask, 1], ref[mask, 2] - ref[mask, 0]],
-                    yerr=[new[mask, 0] - new[mask, 1], new[mask, 2] - new[mask, 0]],
-                    fmt="o", mfc=fill, mec=COLORS["target"], ecolor="#b0b0b0", elinewidth=1,
-                    capsize=0, label=f"{label} ({int(mask.sum())})")
+        xerr = np.clip([ref[mask, 0] - ref[mask, 1], ref[mask, 2] - ref[mask, 0]], 0, None)
+        yerr = np.clip([new[mask, 0] - new[mask, 1], new[mask, 2] - new[mask, 0]], 0, None)
+        ax.errorbar(ref[mask, 0], new[mask, 0], xerr=xerr, yerr=yerr, fmt="o", mfc=fill,
+                    mec=COLORS["target"], ecolor="#b0b0b0", elinewidth=1, capsize=0,
+                    label=f"{label} ({int(mask.sum())})")
     lo = min(ref[:, 1].min(), new[:, 1].min()) - 0.05
     hi = max(ref[:, 2].max(), new[:, 2].max()) + 0.05
     ax.plot([lo, hi], [lo, hi], ls="--", color=COLORS["theory"], lw=1)
