@@ -850,13 +850,11 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs
     checked = sum(r.checked for r in sel)
     alpha = sum(r.accepted for r in sel) / checked if checked else None  # accepted / checked
     tau = tokens / sum(r.target_calls for r in sel)
-    pred_isolated = _predictions(method, alpha, tau, curve, costs, trees, width)[0]
+    pred, pred_tau = isolated = _predictions(method, alpha, tau, curve, costs, trees, width)
     if width is None and in_run is not None:
         paid = {"speculative": in_run["c"], "ngram": in_run["c_ngram"],
                 "medusa": in_run["c_heads"]}
         pred, pred_tau = _predictions(method, alpha, tau, in_run, paid, trees, None)
-    else:
-        pred, pred_tau = _predictions(method, alpha, tau, curve, costs, trees, width)
     speedup = float(np.median(ratios))
     wall = sum(r.wall_s for r in sel)
     matches = None
@@ -866,7 +864,7 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs
     label = f"SIMULATED {method.label}" if width else method.label
     return Row(method.kind, label, method.k, method.tree_nodes, method.rule,
                method.temperature, width is not None, speedup, bootstrap_ci(ratios, seed),
-               pred, pred_tau, None if width else pred_isolated,
+               pred, pred_tau, None if width else isolated[0],
                speedup / pred if pred else None, alpha, tau,
                float(np.median(rate)), sum(r.target_calls for r in sel) / len(sel),
                sum(r.draft_calls for r in sel) / len(sel),
