@@ -9,20 +9,19 @@ it was made against this very result (a stale one is left out).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from specdec_lite.bench import markdown_summary
+from specdec_lite.bench import markdown_summary, read_json
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def main(json_path: str, readme_path: str, check_path: str | None = None) -> None:
-    data = json.loads(Path(json_path).read_text())
+    data = read_json(json_path)
     comparison = None
     if check_path is not None and Path(check_path).is_file():
-        comparison = json.loads(Path(check_path).read_text()).get("comparison")
+        comparison = read_json(check_path).get("comparison")
         if comparison is not None and comparison["reference"] != data["timestamp"]:
             print(f"{check_path} compares another run; left out")
             comparison = None

@@ -26,7 +26,7 @@ from .medusa import (
     medusa_generate,
     sparse_tree,
 )
-from .models import MarkovModel, Model, NGramModel, TableModel
+from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
 from .pretrained import Pretrained, load_pretrained
 from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
 from .tokenizer import CharTokenizer
@@ -36,6 +36,7 @@ from .verify import RULES, Verification, residual, verify
 __all__ = [
     "RULES",
     "CharTokenizer",
+    "FastModel",
     "Generation",
     "MarkovModel",
     "MedusaHeads",

@@ -13,7 +13,6 @@ on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -158,23 +157,52 @@ def _bench_settings(args: argparse.Namespace):
     return replace(base, seed=args.seed, simulate_width=args.simulate_width, **overrides)
 
 
+def _check_output(option: str, path: str | None, folder: bool) -> None:
+    """Raise ``ValueError`` unless ``path`` can be written: a file for ``--json``, a
+    folder for ``--plot`` (missing folders above it are created later)."""
+    if path is None:
+        return
+    what = "folder" if folder else "file"
+    target = Path(path)
+    if not path:
+        raise ValueError(f"{option} needs a {what} path, got {path!r}")
+    if target.exists() and target.is_dir() != folder:
+        raise ValueError(f"{option} needs a {what} path, got {path!r}, which is not a {what}")
+    existing = target if target.exists() else target.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() and existing != target:
+        raise ValueError(f"{option} {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"{option} {path}: {existing} is not writable")
+
+
+def _read_reference(path: str, settings: dict) -> dict:
+    """The ``--compare`` result, checked against the schema and the run's settings."""
+    from .bench import check_comparable, read_json
+
+    if not Path(path).is_file():
+        raise ValueError(f"--compare needs a JSON result file, got {path!r}")
+    try:
+        reference = read_json(path)  # its errors name the file
+    except ValueError as err:
+        raise ValueError(f"--compare {err}") from None
+    try:
+        check_comparable(reference, settings)
+    except ValueError as err:
+        raise ValueError(f"--compare {path}: {err}") from None
+    return reference
+
+
 def _run_bench(args: argparse.Namespace) -> None:
     from . import bench
 
-    for option, path in (("--json", args.json), ("--plot", args.plot)):
-        if path is not None and (not path or (option == "--json" and Path(path).is_dir())):
-            raise ValueError(f"{option} needs a file path, got {path!r}")
+    _check_output("--json", args.json, folder=False)  # bad paths fail before the run
+    _check_output("--plot", args.plot, folder=True)
     settings = _bench_settings(args).check()
     reference = None
-    if args.compare is not None:  # read it now, so a bad file fails before the run
-        path = Path(args.compare)
-        if not path.is_file():
-            raise ValueError(f"--compare needs a JSON result file, got {args.compare!r}")
-        try:
-            reference = json.loads(path.read_text())
-            bench.check_comparable(reference, settings.as_json())
-        except ValueError as err:  # JSONDecodeError is one too
-            raise ValueError(f"--compare {args.compare}: {err}") from err
+    if args.compare is not None:
+        reference = _read_reference(args.compare, settings.as_json())
     if not set(bench.BLAS_VARS) & set(os.environ):
         bench.pin_blas_threads(1)  # as make bench does with OPENBLAS_NUM_THREADS=1
     data = bench.run(settings, progress=not args.no_progress).to_json()
@@ -185,7 +213,12 @@ def _run_bench(args: argparse.Namespace) -> None:
         bench.write_json(data, args.json)
         print(f"wrote {args.json}")
     if args.plot:
-        for path in bench.write_plots(data, args.plot):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from .plots.bench import write_figures
+
+        for path in write_figures(data, args.plot):
             print(f"wrote {path}")
     if reference is not None:
         print()
@@ -217,11 +250,12 @@ def _run_generate(args: argparse.Namespace) -> None:
     print(args.prompt + tokenizer.decode(gen.tokens))
     print("---")
     print(f"rule={args.rule} k={args.k} temperature={args.temperature:g} seed={args.seed}")
-    print(f"alpha (accepted / checked)   {gen.per_token_acceptance:.3f}")
+    print(f"alpha (accepted / checked)   {gen.alpha:.3f}")
     print(f"accepted / proposed          {gen.acceptance_rate:.3f}")
-    print(f"tau (tokens per target call) {gen.mean_tokens_per_step:.3f}")
+    print(f"tau (tokens per target call) {gen.tau:.3f}")
     print(
-        f"target calls {gen.target_calls}, draft calls {gen.draft_calls}, tokens {len(gen.tokens)}"
+        f"target calls {gen.n_target_calls}, draft calls {gen.n_draft_calls}, "
+        f"tokens {len(gen.tokens)}"
     )
     print(f"wall time {wall * 1000:.1f} ms (decoding only, n-gram fit excluded)")
 

@@ -2,25 +2,42 @@
 
 Both decoders return a :class:`Generation` whose ``steps`` record, for every
 target call, what the draft proposed, how many tokens were accepted and what
-was emitted. Metric conventions:
+was emitted. Its metrics, each defined once (names as in the papers):
 
-* ``acceptance_rate`` = accepted draft tokens / proposed draft tokens
-  (0.0 when nothing was proposed, as in plain decoding).
-* ``mean_tokens_per_step`` (τ) = emitted tokens / target calls. It includes
-  the correction or bonus token, so plain decoding has τ = 1 (the Spec-Bench
-  and vLLM convention).
+* ``n_proposed``: draft tokens proposed, summed over steps.
+* ``n_accepted``: draft tokens accepted, summed over steps.
+* ``n_checked``: draft tokens the target judged: per step the accepted ones plus the
+  first rejected one (the tokens after a rejection are never looked at).
+* ``alpha`` (α) = n_accepted / n_checked: the estimate of the chance that one draft
+  token is accepted, the α of Leviathan et al. (2023).
+* ``acceptance_rate`` = n_accepted / n_proposed: a different, lower number (E[N]/k
+  per full step), because it also counts the unchecked tokens after a rejection.
+  It is what many serving dashboards report.
+* ``tau`` (τ) = emitted tokens / target calls. It includes the correction or bonus
+  token, so plain decoding has τ = 1 (the Spec-Bench and vLLM convention).
+* ``n_target_calls``, ``n_draft_calls`` (draft-model calls) and ``n_head_calls``
+  (Medusa head calls): forward passes of each kind.
+
+Each is 0.0 (or 0) when there is nothing to divide by, as in plain decoding.
 """
 
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .distributions import apply_temperature, as_generator, check_probs, check_temperature, sample
-from .models import check_tokens
+from .checks import check_eos, check_int, check_prompt
+from .distributions import (
+    as_generator,
+    check_temperature,
+    check_top_k,
+    check_top_p,
+    sample,
+    truncate,
+)
+from .models import check_model, model_rows
 from .verify import check_rule, verify_checked
 
 
@@ -36,106 +53,125 @@ class Step:
     emitted: tuple[int, ...]
     extra: str
 
+    def token_kinds(self) -> list[tuple[int, str]]:
+        """(token, kind) for the step's proposal, left to right, then its extra token.
+
+        A proposed token is ``"accepted"`` (kept and emitted), ``"rejected"`` (the first
+        one the target turned down) or ``"unchecked"`` (after the rejection, which the
+        target never judged, or kept but cut off by EOS). The extra token follows as
+        ``"correction"``, ``"bonus"`` or ``"sample"``, unless EOS came before it.
+        """
+        n_emitted = len(self.emitted)
+        kinds = []
+        for i, token in enumerate(self.proposed):
+            if i < self.n_accepted:
+                kinds.append((token, "accepted" if i < n_emitted else "unchecked"))
+            else:
+                kinds.append((token, "rejected" if i == self.n_accepted else "unchecked"))
+        if n_emitted == self.n_accepted + 1:  # the extra token survived (no EOS before it)
+            kinds.append((self.emitted[-1], self.extra))
+        return kinds
+
 
 @dataclass
 class Generation:
-    """The result of a decoder: new tokens, call counts and a per-step trace."""
+    """The result of a decoder: new tokens, call counts and a per-step trace.
+
+    The metrics are defined in this module's docstring. The names ``target_calls``,
+    ``draft_calls``, ``proposed``, ``checked``, ``per_token_acceptance`` and
+    ``mean_tokens_per_step`` are deprecated aliases of the ``n_*``, ``alpha`` and
+    ``tau`` names; they still work and will be removed.
+    """
 
     tokens: np.ndarray  # [n_new]
     prompt: np.ndarray  # [n_prompt]
     steps: list[Step] = field(default_factory=list)
-    target_calls: int = 0
-    draft_calls: int = 0
+    n_target_calls: int = 0
+    n_draft_calls: int = 0
+    n_head_calls: int = 0
     wall_time_s: float = 0.0
 
     @property
     def accepted(self) -> list[int]:
-        """Draft tokens accepted at each step."""
+        """Draft tokens accepted at each step: [n_steps]."""
         return [s.n_accepted for s in self.steps]
 
     @property
-    def proposed(self) -> int:
-        """Total draft tokens proposed."""
+    def n_proposed(self) -> int:
         return sum(len(s.proposed) for s in self.steps)
 
     @property
-    def acceptance_rate(self) -> float:
-        """Accepted draft tokens / proposed draft tokens; 0.0 if none were proposed."""
-        return sum(self.accepted) / self.proposed if self.proposed else 0.0
+    def n_accepted(self) -> int:
+        return sum(s.n_accepted for s in self.steps)
 
     @property
-    def checked(self) -> int:
-        """Draft tokens the target actually judged: each step's accepted tokens plus its
-        first rejected one (the tokens after a rejection are never looked at)."""
+    def n_checked(self) -> int:
         return sum(min(s.n_accepted + 1, len(s.proposed)) for s in self.steps)
 
     @property
+    def alpha(self) -> float:
+        """α = n_accepted / n_checked (0.0 if nothing was checked)."""
+        return self.n_accepted / self.n_checked if self.n_checked else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """n_accepted / n_proposed (0.0 if nothing was proposed); not α, see the module."""
+        return self.n_accepted / self.n_proposed if self.n_proposed else 0.0
+
+    @property
+    def tau(self) -> float:
+        """τ = emitted tokens / target calls (0.0 before any call)."""
+        return len(self.tokens) / self.n_target_calls if self.n_target_calls else 0.0
+
+    # Deprecated aliases, kept while the notebooks, bench and cli move to the names above.
+
+    @property
+    def target_calls(self) -> int:
+        """Deprecated alias of ``n_target_calls``."""
+        return self.n_target_calls
+
+    @property
+    def draft_calls(self) -> int:
+        """Deprecated: ``n_draft_calls + n_head_calls`` (it counted Medusa's head calls as
+        draft calls)."""
+        return self.n_draft_calls + self.n_head_calls
+
+    @property
+    def proposed(self) -> int:
+        """Deprecated alias of ``n_proposed``."""
+        return self.n_proposed
+
+    @property
+    def checked(self) -> int:
+        """Deprecated alias of ``n_checked``."""
+        return self.n_checked
+
+    @property
     def per_token_acceptance(self) -> float:
-        """Accepted / checked draft tokens: the estimate of α, the chance that one draft
-        token is accepted. ``acceptance_rate`` (accepted / proposed) is lower, E[N]/k,
-        because it also counts the unchecked tokens after a rejection. 0.0 if none."""
-        return sum(self.accepted) / self.checked if self.checked else 0.0
+        """Deprecated alias of ``alpha``."""
+        return self.alpha
 
     @property
     def mean_tokens_per_step(self) -> float:
-        """τ: emitted tokens per target call, counting the correction/bonus token."""
-        return len(self.tokens) / self.target_calls if self.target_calls else 0.0
+        """Deprecated alias of ``tau``."""
+        return self.tau
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+def _check_cuts(
+    top_k: int | None, top_p: float | None, temperature: float
+) -> tuple[int | None, float | None]:
+    """Validate ``top_k`` and ``top_p``; greedy decoding (T = 0) drops them."""
+    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+    return (None, None) if temperature == 0 else (top_k, top_p)
 
 
-def _check_model(model: object, name: str) -> int:
-    vocab = getattr(model, "vocab_size", None)
-    if not callable(getattr(model, "probs", None)) or vocab is None:
-        raise TypeError(f"{name} must have vocab_size and a probs(tokens) method")
-    return _check_int(f"{name}.vocab_size", vocab, 1)
-
-
-def _check_eos(eos_id: int | None, vocab_size: int) -> int | None:
-    if eos_id is None:
-        return None
-    eos_id = _check_int("eos_id", eos_id, 0)
-    if eos_id >= vocab_size:
-        raise ValueError(f"eos_id must be < vocab_size={vocab_size}, got {eos_id}")
-    return eos_id
-
-
-def model_rows(
-    model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float
-) -> np.ndarray:
-    """Call ``model.probs(tokens)`` once, validate it and return its last ``n_rows`` rows at
-    ``temperature``: [n_rows, V]. A model with ``last_probs(tokens, n_rows, temperature)``
-    (the transformer) is asked for those rows only."""
-    last = getattr(model, "last_probs", None)
-    if last is not None:  # the transformer: rows of its own softmax, valid by construction
-        return last(tokens, n_rows, temperature)  # [n_rows, V] float64
-    out = np.asarray(model.probs(tokens))
-    if out.ndim != 2 or out.shape[0] != len(tokens):
-        raise ValueError(
-            f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
-        )
-    rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=model.vocab_size)
-    return apply_temperature(rows, temperature)
-
-
-def _cut_at_eos(tokens: np.ndarray, eos_id: int | None) -> tuple[np.ndarray, bool]:
+def cut_at_eos(tokens: np.ndarray, eos_id: int | None) -> tuple[np.ndarray, bool]:
+    """``tokens`` [m] up to and including the first ``eos_id``, and whether it was there.
+    ``eos_id=None`` keeps every token."""
     if eos_id is None:
         return tokens, False
     hits = np.flatnonzero(tokens == eos_id)
     return (tokens[: hits[0] + 1], True) if hits.size else (tokens, False)
-
-
-def _start(prompt: object, vocab_size: int, max_new_tokens: int) -> tuple[np.ndarray, int]:
-    prompt = check_tokens(prompt, vocab_size, name="prompt")
-    if prompt.size == 0:
-        raise ValueError("prompt must contain at least one token")
-    return prompt, _check_int("max_new_tokens", max_new_tokens, 0)
 
 
 def generate(
@@ -146,23 +182,30 @@ def generate(
     temperature: float = 1.0,
     seed: int | np.random.Generator | None = None,
     eos_id: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
 ) -> Generation:
     """Autoregressive baseline: one ``model.probs`` call per new token, x ~ p_T(· | prefix).
 
-    Stops after ``max_new_tokens`` tokens, or after emitting ``eos_id`` (included).
+    Each row is warped as :func:`specdec_lite.distributions.warp` does: temperature, then
+    ``top_k``, then ``top_p`` (None skips a cut; greedy decoding, ``temperature=0``,
+    ignores both). Stops after ``max_new_tokens`` tokens, or after emitting ``eos_id``
+    (included).
     """
-    vocab = _check_model(model, "model")
-    prompt, max_new_tokens = _start(prompt, vocab, max_new_tokens)
+    vocab = check_model(model, "model")
+    prompt = check_prompt(prompt, vocab)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
     temperature = check_temperature(temperature)
-    eos_id = _check_eos(eos_id, vocab)
+    top_k, top_p = _check_cuts(top_k, top_p, temperature)
+    eos_id = check_eos(eos_id, vocab)
     rng = as_generator(seed)
     start = time.perf_counter()
     seq = np.concatenate([prompt, np.zeros(max_new_tokens, dtype=np.int64)])  # [n + max_new]
     n = len(prompt)  # seq[:n] is the sequence so far; each call gets a view of it
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
     for _ in range(max_new_tokens):
-        p = model_rows(model, seq[:n], 1, "model", temperature)[0]  # [V]
-        gen.target_calls += 1
+        p = truncate(model_rows(model, seq[:n], 1, "model", temperature)[0], top_k, top_p)  # [V]
+        gen.n_target_calls += 1
         token = int(p.argmax()) if temperature == 0 else sample(p, rng)
         seq[n] = token
         n += 1
@@ -185,6 +228,8 @@ def speculative_generate(
     rule: str = "exact",
     seed: int | np.random.Generator | None = None,
     eos_id: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
     **rule_params: float,
 ) -> Generation:
     """Speculative decoding (Leviathan et al. 2023, Algorithm 1), one target call per step.
@@ -192,18 +237,23 @@ def speculative_generate(
     Each step drafts up to ``k`` tokens x_i ~ q_T(· | prefix, x_<i) with the draft
     model, scores prefix + x_1..x_k with one target call, and keeps what
     :func:`specdec_lite.verify.verify` accepts plus one correction or bonus token.
-    Temperature is applied to both models before verification; ``temperature=0``
-    drafts and verifies greedily. Near the end fewer than ``k`` tokens are drafted,
-    so exactly ``max_new_tokens`` tokens come out unless ``eos_id`` came first.
+    Temperature, then ``top_k``, then ``top_p`` warp both models' rows before
+    verification, as in :func:`generate`: the exact rule then reproduces the warped
+    target, because every q it sees is the distribution its token was drawn from.
+    ``temperature=0`` drafts and verifies greedily and ignores the two cuts. Near the
+    end fewer than ``k`` tokens are drafted, so exactly ``max_new_tokens`` tokens come
+    out unless ``eos_id`` came first.
     """
-    k = _check_int("k", k, 1)
-    vocab = _check_model(target, "target")
-    draft_vocab = _check_model(draft, "draft")
+    k = check_int(k, "k", 1)
+    vocab = check_model(target, "target")
+    draft_vocab = check_model(draft, "draft")
     if draft_vocab != vocab:
         raise ValueError(f"draft.vocab_size={draft_vocab} differs from target.vocab_size={vocab}")
-    prompt, max_new_tokens = _start(prompt, vocab, max_new_tokens)
+    prompt = check_prompt(prompt, vocab)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
     temperature = check_temperature(temperature)
-    eos_id = _check_eos(eos_id, vocab)
+    top_k, top_p = _check_cuts(top_k, top_p, temperature)
+    eos_id = check_eos(eos_id, vocab)
     params = check_rule(rule, rule_params)
     rng = as_generator(seed)
     greedy = temperature == 0
@@ -217,15 +267,17 @@ def speculative_generate(
         ctx = np.concatenate([seq, np.zeros(k_step, dtype=np.int64)])  # [n + k_step]
         draft_probs = np.zeros((k_step, vocab))  # [k_step, V]
         for i in range(k_step):  # draft i sees ctx[:n + i], a view never written again
-            q = model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0]  # [V]
-            gen.draft_calls += 1
+            q = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0],
+                         top_k, top_p)  # [V]
+            gen.n_draft_calls += 1
             draft_probs[i] = q
             ctx[n + i] = int(q.argmax()) if greedy else sample(q, rng)
         drafted = ctx[n:]  # [k_step]
-        target_probs = model_rows(target, ctx, k_step + 1, "target", temperature)
-        gen.target_calls += 1
+        target_probs = truncate(model_rows(target, ctx, k_step + 1, "target", temperature),
+                                top_k, top_p)  # [k_step + 1, V]
+        gen.n_target_calls += 1
         result = verify_checked(drafted, draft_probs, target_probs, rng, rule, params)
-        emitted, hit_eos = _cut_at_eos(result.tokens, eos_id)
+        emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
         gen.steps.append(
             Step(tuple(drafted.tolist()), result.n_accepted, tuple(emitted.tolist()),
                  result.extra)

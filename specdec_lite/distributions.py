@@ -1,18 +1,21 @@
-"""Next-token distributions: validation, temperature, top-k/top-p, sampling, distances.
+"""Next-token distributions: temperature, top-k/top-p, sampling, distances.
 
 Every function here works on probability rows: arrays whose last axis has
-length V and sums to 1. Shapes are noted as ``[..., V]``.
+length V and sums to 1. Shapes are noted as ``[..., V]``. Their validation,
+:func:`check_probs`, lives in :mod:`specdec_lite.checks` and the softmax in
+:mod:`specdec_lite.functional`; both are importable from here too.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
-#: How far a row sum may be from 1 before a distribution is rejected.
-SUM_TOL = 1e-6
+from .checks import SUM_TOL as SUM_TOL  # re-exported: the row-sum tolerance
+from .checks import check_int, check_real
+from .checks import check_probs as check_probs  # re-exported: the library's probability check
+from .functional import softmax
 
 
 def as_generator(seed: int | np.random.Generator | None) -> np.random.Generator:
@@ -28,61 +31,9 @@ def as_generator(seed: int | np.random.Generator | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def check_probs(
-    probs: np.ndarray, name: str = "probs", vocab_size: int | None = None
-) -> np.ndarray:
-    """Validate probability rows and return them as float64.
-
-    Raises ``ValueError`` naming ``name`` if any entry is NaN/inf or negative,
-    if a row does not sum to 1 within ``SUM_TOL``, or if the last axis is not
-    ``vocab_size`` long.
-    """
-    try:
-        arr = np.asarray(probs, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be an array of numbers") from err
-    if arr.ndim == 0:
-        raise ValueError(f"{name} must have at least one axis of length vocab_size")
-    if vocab_size is not None and arr.shape[-1] != vocab_size:
-        raise ValueError(
-            f"{name} has {arr.shape[-1]} entries per row, expected vocab_size={vocab_size}"
-        )
-    sums = arr.sum(axis=-1)
-    if (
-        arr.size
-        and np.isfinite(sums).all()
-        and arr.min() >= 0
-        and np.abs(sums - 1.0).max() <= SUM_TOL
-    ):
-        return arr  # fast path: one pass for the common, valid case
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if np.any(arr < 0):
-        raise ValueError(f"{name} contains negative values")
-    if np.any(np.abs(sums - 1.0) > SUM_TOL):
-        worst = float(sums.ravel()[np.argmax(np.abs(sums - 1.0).ravel())])
-        raise ValueError(
-            f"{name} rows must sum to 1 (within {SUM_TOL}); found a row summing to {worst!r}"
-        )
-    return arr
-
-
 def check_temperature(temperature: float) -> float:
-    """Return ``temperature`` as a float, rejecting negatives, NaN and non-numbers."""
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
-        raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
-    temperature = float(temperature)
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
-    return temperature
-
-
-def softmax(logits: np.ndarray, axis: int = -1) -> np.ndarray:
-    """softmax(z)_i = exp(z_i - max z) / sum_j exp(z_j - max z); -inf logits give 0."""
-    z = np.asarray(logits, dtype=np.float64)
-    z = z - z.max(axis=axis, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=axis, keepdims=True)
+    """Return ``temperature`` as a float, rejecting negatives, NaN, infinity and non-numbers."""
+    return check_real(temperature, "temperature", minimum=0.0)
 
 
 def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
@@ -109,8 +60,7 @@ def apply_temperature(probs: np.ndarray, temperature: float) -> np.ndarray:
 def top_k_filter(probs: np.ndarray, top_k: int) -> np.ndarray:
     """Keep the ``top_k`` most likely tokens of each row and renormalise."""
     p = np.asarray(probs, dtype=np.float64)  # [..., V]
-    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
-        raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+    top_k = check_int(top_k, "top_k", 1)
     if top_k >= p.shape[-1]:
         return p.copy()
     order = np.argsort(-p, axis=-1, kind="stable")
@@ -122,7 +72,8 @@ def top_k_filter(probs: np.ndarray, top_k: int) -> np.ndarray:
 
 def top_p_filter(probs: np.ndarray, top_p: float) -> np.ndarray:
     """Nucleus filter: keep the smallest set of most likely tokens whose mass reaches ``top_p``."""
-    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
+    top_p = check_real(top_p, "top_p", positive=True)
+    if top_p > 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     p = np.asarray(probs, dtype=np.float64)  # [..., V]
     order = np.argsort(-p, axis=-1, kind="stable")  # [..., V]
@@ -133,6 +84,59 @@ def top_p_filter(probs: np.ndarray, top_p: float) -> np.ndarray:
     np.put_along_axis(keep, order, keep_sorted, axis=-1)
     out = np.where(keep, p, 0.0)
     return out / out.sum(axis=-1, keepdims=True)
+
+
+def check_top_k(top_k: int | None) -> int | None:
+    """Return ``top_k`` as an int >= 1, or None (no top-k cut)."""
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(f"top_k must be an int or None, got {type(top_k).__name__}")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    return int(top_k)
+
+
+def check_top_p(top_p: float | None) -> float | None:
+    """Return ``top_p`` as a float in (0, 1], or None (no nucleus cut)."""
+    if top_p is None:
+        return None
+    if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real):
+        raise TypeError(f"top_p must be a number or None, got {type(top_p).__name__}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    return float(top_p)
+
+
+def truncate(probs: np.ndarray, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
+    """Top-k, then top-p, on rows that already carry their temperature; None skips a cut.
+
+    With both None the input comes back as it is (no copy).
+    """
+    if top_k is not None:
+        probs = top_k_filter(probs, top_k)
+    if top_p is not None:
+        probs = top_p_filter(probs, top_p)
+    return probs
+
+
+def warp(
+    probs: np.ndarray,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> np.ndarray:
+    """The sampler's whole transform in its usual order: temperature, then top-k, then top-p.
+
+    Speculative sampling must apply the same ``warp`` to the target's rows (p) and the
+    draft's rows (q): p is the distribution the output should follow, and q must be the
+    distribution the draft tokens were actually drawn from. ``temperature == 0`` gives
+    the one-hot argmax, which both cuts leave unchanged.
+    """
+    p = apply_temperature(probs, temperature)  # [..., V]
+    if temperature == 0:
+        return p
+    return truncate(p, check_top_k(top_k), check_top_p(top_p))
 
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
@@ -163,3 +167,4 @@ def entropy(p: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
     return -terms.sum(axis=-1)
+

@@ -18,7 +18,7 @@ step then works like this:
    (:attr:`Tree.mask`), so its logits equal those of a causal forward of its path.
 3. A node is accepted if its parent is accepted and the target, at the parent, agrees
    with it (``rule``). The deepest accepted path is kept in the cache
-   (``KVCache.keep_path``) and emitted, plus one extra token from the target's
+   (``TransformerModel.commit_path``) and emitted, plus one extra token from the target's
    distribution at the path's last node.
 
 Rules:
@@ -33,8 +33,8 @@ Rules:
   tempered distributions q_i and checked with :func:`specdec_lite.verify.verify`'s exact
   rule. The output follows the target's distribution exactly; the tree must be a chain.
 
-The target must be a :class:`specdec_lite.transformer.TransformerModel` (it needs
-``forward(tokens, positions, mask)`` and a cache with ``keep_path``).
+The target must be a :class:`specdec_lite.transformer.TransformerModel`: a decoding step
+uses its tree interface (``score_tree``, ``commit_path``, ``hidden_at``, ``n_committed``).
 """
 
 from __future__ import annotations
@@ -47,21 +47,28 @@ from pathlib import Path
 
 import numpy as np
 
-from .decode import Generation, Step, _check_eos, _check_int, _cut_at_eos, _start
-from .distributions import apply_temperature, as_generator, check_temperature, sample, softmax
+from .checks import check_eos, check_int, check_prompt
+from .decode import Generation, Step, cut_at_eos
+from .distributions import (
+    apply_temperature,
+    as_generator,
+    check_temperature,
+    check_top_k,
+    check_top_p,
+    sample,
+    warp,
+)
+from .functional import sigmoid, silu, softmax, softmax32
 from .transformer import Output, TransformerModel, load_npz
 from .verify import check_rule, typical_cutoff, verify_checked
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x)."""
-    return x / (1.0 + np.exp(-x))
-
-
 class MedusaHeads:
     """H Medusa heads: ``logits_i(h) = (h + SiLU(h W1_i + b1_i)) W2_i``."""
+
+    observer = None  # a meter's hook: observer(n, seconds) after each logits call, n = rows
 
     def __init__(self, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> None:
         self.w1 = np.asarray(w1, dtype=np.float32)  # [H, d, d]
@@ -86,11 +93,15 @@ class MedusaHeads:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Head logits [H, n, V] for hidden states [n, d]; row [i, t] guesses token t+i+2."""
+        start = time.perf_counter()
         hidden = np.asarray(hidden, dtype=np.float32)
         if hidden.ndim != 2 or hidden.shape[1] != self.d_model:
             raise ValueError(f"hidden must have shape [n, {self.d_model}], got {hidden.shape}")
         z = np.matmul(hidden, self.w1) + self.b1[:, None, :]  # [H, n, d]
-        return np.matmul(hidden + silu(z), self.w2)  # [H, n, V]
+        out = np.matmul(hidden + silu(z), self.w2)  # [H, n, V]
+        if self.observer is not None:
+            self.observer(len(hidden), time.perf_counter() - start)
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +166,7 @@ def make_tree(choices: Iterable[Sequence[int]]) -> Tree:
 def dense_tree(widths: Sequence[int]) -> Tree:
     """Every path whose rank at depth j is below ``widths[j]``: prod(widths[:j]) nodes at
     depth j. ``dense_tree([1] * H)`` is the top-1 chain."""
-    widths = [_check_int("widths", w, 1) for w in widths]
+    widths = [check_int(w, "widths", 1) for w in widths]
     if not widths:
         raise ValueError("widths must not be empty")
     paths = []
@@ -166,7 +177,7 @@ def dense_tree(widths: Sequence[int]) -> Tree:
 
 def chain_tree(depth: int) -> Tree:
     """The chain root -> top-1 of head 0 -> top-1 of head 1 -> ... (``depth`` nodes)."""
-    return dense_tree([1] * _check_int("depth", depth, 1))
+    return dense_tree([1] * check_int(depth, "depth", 1))
 
 
 def sparse_tree(top_accuracy: np.ndarray, n_nodes: int) -> Tree:
@@ -181,7 +192,7 @@ def sparse_tree(top_accuracy: np.ndarray, n_nodes: int) -> Tree:
     acc = np.asarray(top_accuracy, dtype=np.float64)  # [H, s]
     if acc.ndim != 2 or acc.size == 0 or np.any(acc < 0) or np.any(acc > 1):
         raise ValueError("top_accuracy must be a non-empty [n_heads, s] array in [0, 1]")
-    n_nodes = _check_int("n_nodes", n_nodes, 1)
+    n_nodes = check_int(n_nodes, "n_nodes", 1)
     n_heads, s = acc.shape
     scored = []
     for depth in range(1, n_heads + 1):
@@ -199,7 +210,7 @@ def top_k_accuracy(heads: MedusaHeads, hidden: np.ndarray, tokens: np.ndarray,
     tokens = np.asarray(tokens)
     if len(tokens) != len(hidden):
         raise ValueError(f"hidden has {len(hidden)} rows but tokens has {len(tokens)}")
-    top = _check_int("top", top, 1)
+    top = check_int(top, "top", 1)
     logits = heads.logits(hidden)  # [H, n, V]
     out = np.zeros((heads.n_heads, top))
     for i in range(heads.n_heads):
@@ -219,11 +230,11 @@ def windowed_forward(model: TransformerModel, ids: np.ndarray) -> Output:
     length = model.config.max_len
     logits, hidden = [], []
     for start in range(0, len(ids), length):
-        model.cache.truncate(0)
+        model.rollback(0)
         out = model.forward(ids[start : start + length])
         logits.append(out.logits)
         hidden.append(out.hidden)
-    model.cache.truncate(0)
+    model.rollback(0)
     return Output(np.concatenate(logits), np.concatenate(hidden))
 
 
@@ -233,12 +244,10 @@ def head_loss_grads(params: dict[str, np.ndarray], h: np.ndarray,
     and wanted tokens ``want`` [H, B]; ``params`` holds w1 [H, d, d], b1 [H, d], w2 [H, d, V].
     """
     z = h @ params["w1"] + params["b1"][:, None]  # [H, B, d]
-    gate = 1.0 / (1.0 + np.exp(-z))  # [H, B, d] sigmoid
+    gate = sigmoid(z)  # [H, B, d]
     u = h + z * gate  # [H, B, d]: residual + SiLU
     logits = u @ params["w2"]  # [H, B, V]
-    logits = logits - logits.max(axis=-1, keepdims=True)
-    probs = np.exp(logits)
-    probs /= probs.sum(axis=-1, keepdims=True)  # [H, B, V]
+    probs = softmax32(logits)  # [H, B, V]
     picked = np.take_along_axis(probs, want[..., None], axis=-1)[..., 0]  # [H, B]
     grad_logits = probs.copy()
     np.put_along_axis(grad_logits, want[..., None], picked[..., None] - 1, axis=-1)
@@ -272,8 +281,8 @@ def fit_heads(
     hidden = np.asarray(hidden, dtype=np.float32)  # [n, d]
     tokens = np.asarray(tokens)
     n, d = hidden.shape
-    steps = _check_int("steps", steps, 1)
-    n_heads = _check_int("n_heads", n_heads, 1)
+    steps = check_int(steps, "steps", 1)
+    n_heads = check_int(n_heads, "n_heads", 1)
     if len(tokens) != n or n < n_heads + 3:
         raise ValueError(f"tokens must match hidden's {n} rows and exceed n_heads + 2")
     rng = as_generator(seed)
@@ -316,14 +325,15 @@ def typical_first_token_tv(target_logits: np.ndarray, candidates: np.ndarray,
 
 
 def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+                 rng: np.random.Generator, top_k: int | None = None,
+                 top_p: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Candidate tokens [N] for the tree's nodes (root excluded) from head logits [H, V].
 
     ``"exact"`` samples the chain x_i ~ q_i (returned as the second value, [N, V]); the other
     rules take each head's ranked tokens."""
     depth = tree.depth[1:] - 1  # [N] head index of each node
     if rule == "exact":
-        q = apply_temperature(softmax(head_logits[: tree.max_depth]), temperature)  # [D, V]
+        q = warp(softmax(head_logits[: tree.max_depth]), temperature, top_k, top_p)  # [D, V]
         if temperature == 0:
             tokens = q.argmax(axis=1)
         else:
@@ -345,6 +355,8 @@ def medusa_generate(
     rule: str = "greedy",
     seed: int | np.random.Generator | None = None,
     eos_id: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
     **rule_params: float,
 ) -> Generation:
     """Medusa decoding: one target forward per step verifies a whole candidate tree.
@@ -355,6 +367,11 @@ def medusa_generate(
     accepted path plus one token. In the trace, ``Step.proposed`` is the accepted path
     followed by the best-ranked child that was rejected (if the path could go deeper), so
     ``acceptance_rate`` is accepted / (accepted + rejections) along the chosen path.
+    Calls are counted as ``n_target_calls`` (one per step) and ``n_head_calls`` (one per
+    step after the first); there is no draft model, so ``n_draft_calls`` stays 0.
+    ``top_k`` and ``top_p`` (rule ``"exact"`` only; ignored at ``temperature=0``) warp the
+    heads' q and the target's p alike, after temperature, as in
+    :func:`specdec_lite.decode.speculative_generate`.
     """
     if not isinstance(target, TransformerModel):
         raise TypeError("target must be a TransformerModel (Medusa needs its KV cache)")
@@ -368,9 +385,15 @@ def medusa_generate(
     if rule not in MEDUSA_RULES:
         raise ValueError(f"rule must be one of {MEDUSA_RULES}, got {rule!r}")
     params = check_rule(rule, rule_params)
-    prompt, max_new_tokens = _start(prompt, target.vocab_size, max_new_tokens)
+    prompt = check_prompt(prompt, target.vocab_size)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
     temperature = check_temperature(temperature)
-    eos_id = _check_eos(eos_id, target.vocab_size)
+    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+    if (top_k, top_p) != (None, None) and rule != "exact":
+        raise ValueError(f"top_k and top_p need rule='exact', got rule={rule!r}")
+    if temperature == 0:
+        top_k = top_p = None
+    eos_id = check_eos(eos_id, target.vocab_size)
     if tree is None:
         tree = chain_tree(heads.n_heads) if rule == "exact" else dense_tree(
             [3, 2, 2, 1][: heads.n_heads])
@@ -398,24 +421,24 @@ def medusa_generate(
     def emit_from(logits: np.ndarray) -> int:  # [V] -> one token: argmax, or sampled at T
         if greedy:
             return int(logits.argmax())
-        return sample(apply_temperature(softmax(logits), temperature), rng)
+        return sample(warp(softmax(logits), temperature, top_k, top_p), rng)
 
     logits = target.logits(prompt)[-1]  # [V]
-    hidden = target.cache.hidden[len(prompt) - 1]  # [d]
-    gen.target_calls += 1
+    hidden = target.hidden_at(len(prompt) - 1)  # [d]
+    gen.n_target_calls += 1
     root = emit_from(logits)
     out = [root]
     gen.steps.append(Step((), 0, (root,), "sample"))
     while len(out) < max_new_tokens and root != eos_id:
         head_logits = heads.logits(hidden[None])[:, 0]  # [H, V]
-        gen.draft_calls += 1
-        node_tokens, q = _node_tokens(tree, head_logits, rule, temperature, rng)  # [N]
-        base = target.cache.n_causal
+        gen.n_head_calls += 1
+        node_tokens, q = _node_tokens(tree, head_logits, rule, temperature, rng,
+                                      top_k, top_p)  # [N]
         tokens = np.concatenate([[root], node_tokens])  # [N+1], the root first
-        forward = target.forward(tokens, positions=base + tree.depth, mask=tree.mask)
-        gen.target_calls += 1
+        forward = target.score_tree(tokens, tree.depth, tree.mask)  # on the committed prefix
+        gen.n_target_calls += 1
         if rule == "exact":
-            p = apply_temperature(softmax(forward.logits), temperature)  # [N+1, V]
+            p = warp(softmax(forward.logits), temperature, top_k, top_p)  # [N+1, V]
             result = verify_checked(node_tokens, q, p, rng, "exact", {})  # inputs built here
             path = np.arange(result.n_accepted + 1)  # root + accepted chain
             extra_token, extra = int(result.tokens[-1]), result.extra
@@ -427,14 +450,14 @@ def medusa_generate(
             extra_token = emit_from(forward.logits[last])
             extra = "correction" if last in first_child else "bonus"
         last = int(path[-1])
-        target.cache.keep_path(base + path)
-        hidden = target.cache.hidden[target.cache.length - 1]
+        target.commit_path(path)
+        hidden = target.hidden_at(target.n_committed - 1)  # [d]
         child = first_child.get(last)
         kept = tokens[path[1:]].tolist()  # the accepted path below the root
         proposed = kept + ([int(tokens[child])] if child else [])
         emitted = np.array(kept + [extra_token], dtype=np.int64)
         emitted = emitted[: max_new_tokens - len(out)]
-        emitted, hit_eos = _cut_at_eos(emitted, eos_id)
+        emitted, hit_eos = cut_at_eos(emitted, eos_id)
         gen.steps.append(Step(tuple(proposed), len(path) - 1, tuple(emitted.tolist()), extra))
         out += emitted.tolist()
         root = extra_token

@@ -1,52 +1,100 @@
-"""Small exact models that satisfy the model contract.
+"""The model contract, the function that checks what a model returns, and small exact models.
 
-A *model* is any object with ``vocab_size: int`` and ``probs(tokens)``
-returning an array ``[len(tokens), vocab_size]`` whose row i is the next-token
-distribution after ``tokens[: i + 1]``. One ``probs`` call is one forward pass.
+A *model* is any object with ``vocab_size: int`` and ``probs(tokens)`` returning an array
+``[len(tokens), vocab_size]`` whose row i is the next-token distribution after
+``tokens[: i + 1]`` (:class:`Model`). One ``probs`` call is one forward pass. A model may
+also offer the fast path ``last_probs(tokens, n_rows, temperature)`` (:class:`FastModel`);
+the decoders use it when it is there and read every model through :func:`model_rows`.
 """
 
 from __future__ import annotations
 
-import numbers
+import time
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .distributions import apply_temperature, check_probs
+from .checks import check_int, check_positive, check_probs, check_tokens
+from .distributions import apply_temperature
 
 
 @runtime_checkable
 class Model(Protocol):
-    """The model contract used by every decoder in the library."""
+    """The model contract every decoder in the library accepts.
+
+    * ``vocab_size``: V, the number of token ids; ids are 0 .. V-1.
+    * ``probs(tokens)``: ``tokens`` is a 1-D int array [n] (n >= 1); returns [n, V]
+      non-negative rows summing to 1, row i the distribution of the token after
+      ``tokens[: i + 1]``. Row i must not depend on ``tokens[i + 1 :]``.
+
+    The decoders check each returned array (shape, finiteness, row sums) with
+    :func:`model_rows` and raise a ``ValueError`` naming the model if it is wrong.
+    """
 
     vocab_size: int
 
-    def probs(self, tokens: np.ndarray) -> np.ndarray: ...
+    def probs(self, tokens: np.ndarray) -> np.ndarray: ...  # [n] -> [n, V]
 
 
-def check_tokens(tokens: object, vocab_size: int, name: str = "tokens") -> np.ndarray:
-    """Return ``tokens`` as a 1-D int64 array, or raise if any id is outside [0, vocab_size)."""
-    arr = np.asarray(tokens)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D sequence of token ids, got shape {arr.shape}")
-    if arr.size == 0:
-        return arr.astype(np.int64)
-    if arr.dtype != np.int64 and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"{name} must contain integer token ids, got dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= vocab_size:
-        bad = int(arr[(arr < 0) | (arr >= vocab_size)][0])
-        raise ValueError(f"{name} contains id {bad}, outside [0, {vocab_size})")
-    return arr.astype(np.int64)
+@runtime_checkable
+class FastModel(Model, Protocol):
+    """A :class:`Model` with the optional fast path the decoders prefer.
+
+    ``last_probs(tokens, n_rows, temperature)`` returns [n_rows, V] float64 rows equal (up
+    to rounding) to ``apply_temperature(probs(tokens)[-n_rows:], temperature)``, without
+    computing the other rows. A decoder asks for 1 row per draft token and k + 1 rows per
+    target check, so a model whose ``probs`` costs O(n) rows can answer in O(n_rows).
+
+    :func:`model_rows` checks the shape of every fast-path answer and, unless the class
+    sets the optional attribute ``trusted_rows = True``, also their finiteness and row
+    sums (a few microseconds for the few rows asked for). A class sets it only when its
+    rows are a float64 softmax of finite logits it computed itself, which are
+    non-negative and sum to 1 by construction
+    (:class:`specdec_lite.transformer.TransformerModel`).
+    """
+
+    def last_probs(self, tokens: np.ndarray, n_rows: int = 1,
+                   temperature: float = 1.0) -> np.ndarray: ...  # [n] -> [n_rows, V]
 
 
-def _check_vocab_size(vocab_size: int) -> int:
-    if (
-        isinstance(vocab_size, bool)
-        or not isinstance(vocab_size, numbers.Integral)
-        or vocab_size < 1
-    ):
-        raise ValueError(f"vocab_size must be an int >= 1, got {vocab_size!r}")
-    return int(vocab_size)
+def check_model(model: object, name: str) -> int:
+    """Return ``model.vocab_size`` if ``model`` looks like a :class:`Model`, else raise
+    ``TypeError`` (no ``probs`` or no ``vocab_size``) or ``ValueError`` (a bad size)."""
+    vocab = getattr(model, "vocab_size", None)
+    if not callable(getattr(model, "probs", None)) or vocab is None:
+        raise TypeError(f"{name} must have vocab_size and a probs(tokens) method")
+    return check_int(vocab, f"{name}.vocab_size", 1)
+
+
+def model_rows(
+    model: object, tokens: np.ndarray, n_rows: int, name: str, temperature: float
+) -> np.ndarray:
+    """The last ``n_rows`` next-token rows of ``model`` after ``tokens``, at ``temperature``:
+    [n_rows, V] float64, checked.
+
+    A :class:`FastModel` is asked for those rows only (``last_probs``); any other model
+    gets one ``probs(tokens)`` call and its last rows are kept. Either way the answer is
+    checked before it is used: its shape always, and its finiteness and row sums unless
+    the model's class declares ``trusted_rows`` (see :class:`FastModel`). A bad answer
+    raises ``ValueError`` naming ``name``.
+    """
+    vocab = model.vocab_size
+    last = getattr(model, "last_probs", None)
+    if last is not None:
+        rows = last(tokens, n_rows, temperature)  # [n_rows, V]
+        if getattr(rows, "shape", None) != (n_rows, vocab):
+            raise ValueError(f"{name}.last_probs returned shape {np.shape(rows)}, "
+                             f"expected ({n_rows}, {vocab})")
+        if getattr(model, "trusted_rows", False):
+            return rows
+        return check_probs(rows, f"{name}.last_probs output", vocab_size=vocab)
+    out = np.asarray(model.probs(tokens))
+    if out.ndim != 2 or out.shape[0] != len(tokens):
+        raise ValueError(
+            f"{name}.probs returned shape {out.shape}, expected ({len(tokens)}, vocab_size)"
+        )
+    rows = check_probs(out[-n_rows:], f"{name}.probs output", vocab_size=vocab)
+    return apply_temperature(rows, temperature)
 
 
 class TableModel:
@@ -92,21 +140,20 @@ class NGramModel:
     longest available context is used.
     """
 
+    observer = None  # a meter's hook: observer(n_rows, seconds) after each last_probs call
+
     def __init__(
         self, order: int, vocab_size: int, smoothing: str = "witten-bell", add_k: float = 0.1
     ) -> None:
-        if isinstance(order, bool) or not isinstance(order, numbers.Integral) or order < 1:
-            raise ValueError(f"order must be an int >= 1, got {order!r}")
-        self.vocab_size = _check_vocab_size(vocab_size)
+        order = check_int(order, "order", 1)
+        self.vocab_size = check_int(vocab_size, "vocab_size", 1)
         if self.vocab_size ** (order - 1) * self.vocab_size >= 2**62:
             raise ValueError(f"order={order} is too large for vocab_size={vocab_size}")
         if smoothing not in ("witten-bell", "add-k"):
             raise ValueError(f"smoothing must be 'witten-bell' or 'add-k', got {smoothing!r}")
-        if not (isinstance(add_k, numbers.Real) and np.isfinite(add_k) and add_k > 0):
-            raise ValueError(f"add_k must be a positive number, got {add_k!r}")
-        self.order = int(order)
+        self.order = order
         self.smoothing = smoothing
-        self.add_k = float(add_k)
+        self.add_k = check_positive(add_k, "add_k")
         # Per context length m = 0..order-1: sorted (context, next) keys with counts,
         # and sorted context keys with their totals and distinct-continuation counts.
         self._pair_keys: list[np.ndarray] = []
@@ -147,7 +194,7 @@ class NGramModel:
             self._ctx_totals.append(totals.astype(np.float64))
             self._ctx_types.append(types.astype(np.float64))
             self._ctx_first.append(first)
-            self._pair_next.append(keys % V)
+            self._pair_next.append((keys % V).astype(np.intp))  # bincount wants intp
         return self
 
     def _lookup(self, sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -205,17 +252,19 @@ class NGramModel:
         (context, next) pairs) and one ``bincount``: tens of microseconds, where ``probs``
         does V lookups per position and order.
         """
+        start = time.perf_counter()
         if not self.fitted:
             raise ValueError("NGramModel.last_probs called before fit")
         tokens = check_tokens(tokens, self.vocab_size)
         n = len(tokens)
-        if isinstance(n_rows, bool) or not isinstance(n_rows, numbers.Integral) \
-                or not 1 <= n_rows <= n:
-            raise ValueError(f"n_rows must be an int in [1, {n}], got {n_rows!r}")
+        n_rows = check_int(n_rows, "n_rows", 1, n)
         # row i reads at most the order - 1 tokens up to and including tokens[i]
         history = tokens[max(0, n - n_rows - self.order + 2):].tolist()
         rows = [self._row(history[: len(history) - n_rows + 1 + r]) for r in range(n_rows)]
-        return apply_temperature(np.stack(rows) if n_rows > 1 else rows[0][None], temperature)
+        out = apply_temperature(np.stack(rows) if n_rows > 1 else rows[0][None], temperature)
+        if self.observer is not None:
+            self.observer(n_rows, time.perf_counter() - start)
+        return out
 
     def _row(self, history: list[int]) -> np.ndarray:  # -> [V]
         """The distribution after ``history`` (only its last order − 1 tokens matter)."""

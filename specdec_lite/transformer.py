@@ -18,12 +18,18 @@ A forward call takes a block of n new tokens. By default the block is causal and
 the positions after the cached entries. For tree verification pass ``mask`` ([n, n] bool,
 ``mask[i, j]``: node i may attend node j, e.g. its ancestors and itself) and ``positions``
 (e.g. prefix length + depth); every new token always attends to all cached entries.
+
+Speculative decoders drive the cache through four public methods and never touch it
+directly: ``score_tree`` (forward a tree block on top of the committed prefix),
+``commit_path`` (keep one root-to-node path of that block), ``rollback`` (drop entries)
+and ``hidden_at`` / ``n_committed`` (read the committed prefix).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,8 +38,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .distributions import apply_temperature, softmax
-from .models import check_tokens
+from .checks import check_int, check_tokens
+from .distributions import apply_temperature
+from .functional import softmax, softmax32
 
 LN_EPS = 1e-5
 
@@ -122,6 +129,25 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * cube)))
 
 
+class Block(NamedTuple):
+    """One transformer block's weights, named as in GPT-2 / picoGPT (matrices are [in, out]).
+
+    LayerNorm 1's gain and shift are folded into ``c_attn`` (and the attention scale
+    1/sqrt(d_head) into its query columns); LayerNorm 2's into ``c_fc`` (see ``fold_gain``),
+    so a block needs no LayerNorm parameters of its own. Positional access
+    (``block[0]`` .. ``block[7]``) gives the same arrays in this order.
+    """
+
+    c_attn_w: np.ndarray  # [d, 3d] fused query/key/value projection
+    c_attn_b: np.ndarray  # [3d]
+    attn_c_proj_w: np.ndarray  # [d, d] attention output projection
+    attn_c_proj_b: np.ndarray  # [d]
+    c_fc_w: np.ndarray  # [d, 4d] MLP expansion
+    c_fc_b: np.ndarray  # [4d]
+    mlp_c_proj_w: np.ndarray  # [4d, d] MLP output projection
+    mlp_c_proj_b: np.ndarray  # [d]
+
+
 class Output(NamedTuple):
     """What a forward pass returns for its n new tokens."""
 
@@ -167,7 +193,7 @@ class KVCache:
         of the path's tokens. They move to slots ``n_causal, n_causal + 1, ...``; every other
         entry after the prefix is dropped.
         """
-        rows = np.asarray(rows, dtype=np.int64)  # [m]
+        rows = np.asarray(rows, dtype=np.intp)  # [m]
         if rows.ndim != 1 or (rows.size and (rows[0] < self.n_causal or rows[-1] >= self.length
                                              or (rows[1:] <= rows[:-1]).any())):
             raise ValueError(f"rows must be ascending slots in [{self.n_causal}, {self.length}), "
@@ -181,13 +207,23 @@ class KVCache:
 
 
 class TransformerModel:
-    """A numpy GPT that satisfies the model contract (``vocab_size``, ``probs``).
+    """A numpy GPT that satisfies the model contract (``vocab_size``, ``probs``) and its
+    fast path (``last_probs``): see :class:`specdec_lite.models.FastModel`.
 
     ``probs``, ``logits`` and ``hidden`` take a whole sequence and reuse ``self.cache`` for
     its longest common prefix with the sequence of the previous call, so a decoder that
     extends or shortens its sequence pays only for the new tokens. ``forward`` is the
-    low-level call that appends a block (optionally a tree) to ``self.cache``.
+    low-level call that appends a block (optionally a tree) to ``self.cache``; tree
+    decoders use ``score_tree``, ``commit_path``, ``rollback``, ``hidden_at`` and
+    ``n_committed``.
+
+    ``trusted_rows``: ``last_probs`` returns a float64 softmax of logits this model
+    computed from checksum-verified weights, so its rows are non-negative and sum to 1 by
+    construction; the decoders then check only their shape.
     """
+
+    trusted_rows = True
+    observer = None  # a meter's hook: observer(n, seconds) after each forward over n tokens
 
     def __init__(self, config: TransformerConfig, params: dict[str, np.ndarray],
                  cache_capacity: int | None = None) -> None:
@@ -204,14 +240,14 @@ class TransformerModel:
         self.ln_f = (p["ln_f.g"], p["ln_f.b"])  # [d], [d]
         q_scale = np.ones(3 * config.d_model, dtype=np.float32)  # [3d]
         q_scale[: config.d_model] = 1.0 / np.sqrt(config.d_head)
-        self.layers = []
+        self.layers: list[Block] = []
         for i in range(config.n_layer):
             b = f"blocks.{i}."
             qkv_w, qkv_b = fold_gain(p[b + "ln1.g"], p[b + "ln1.b"], p[b + "qkv.w"], p[b + "qkv.b"])
             fc_w, fc_b = fold_gain(p[b + "ln2.g"], p[b + "ln2.b"], p[b + "fc.w"], p[b + "fc.b"])
-            self.layers.append((qkv_w * q_scale, qkv_b * q_scale, p[b + "attn_proj.w"],
-                                p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
-                                p[b + "mlp_proj.b"]))
+            self.layers.append(Block(qkv_w * q_scale, qkv_b * q_scale, p[b + "attn_proj.w"],
+                                     p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
+                                     p[b + "mlp_proj.b"]))
         self.cache = KVCache(config, cache_capacity or 2 * config.max_len)
         self._one_hot = np.eye(config.vocab_size)  # [V, V] rows of last_probs at T = 0
 
@@ -229,6 +265,7 @@ class TransformerModel:
         attends to; the diagonal must be True. Every new token also attends to all cached
         entries. Returns the logits and hidden states of the new tokens.
         """
+        start_s = time.perf_counter()
         tokens = check_tokens(tokens, self.vocab_size)  # [n]
         n, start = len(tokens), self.cache.length
         if start + n > self.cache.capacity:
@@ -262,14 +299,16 @@ class TransformerModel:
         cache.length = start + n
         if causal and cache.n_causal == start:
             cache.n_causal = start + n
+        if self.observer is not None:
+            self.observer(n, time.perf_counter() - start_s)
         return Output(logits, hidden)
 
-    def _block(self, x: np.ndarray, weights: tuple, kv: np.ndarray, start: int,
+    def _block(self, x: np.ndarray, w: Block, kv: np.ndarray, start: int,
                bias: np.ndarray | None) -> np.ndarray:  # [n, d] -> [n, d]
-        qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
         n, d = x.shape
         heads, d_head = self.config.n_head, self.config.d_head
-        qkv = linear(normalize(x), qkv_w, qkv_b).reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
+        qkv = linear(normalize(x), w.c_attn_w, w.c_attn_b)  # [n, 3d]
+        qkv = qkv.reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
         qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, n, d_head]
         end = start + n
         kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
@@ -279,8 +318,9 @@ class TransformerModel:
             scores[:, :, start:] += bias
         attention = softmax32(scores)  # [H, n, end]
         attended = (attention @ values).transpose(1, 0, 2).reshape(n, d)  # [n, d]
-        x = x + linear(attended, proj_w, proj_b)
-        return x + linear(gelu(linear(normalize(x), fc_w, fc_b)), mlp_w, mlp_b)
+        x = x + linear(attended, w.attn_c_proj_w, w.attn_c_proj_b)
+        hidden = gelu(linear(normalize(x), w.c_fc_w, w.c_fc_b))  # [n, 4d]
+        return x + linear(hidden, w.mlp_c_proj_w, w.mlp_c_proj_b)
 
     def _sync(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Make the cache's causal prefix equal ``tokens``, reusing the common prefix.
@@ -331,16 +371,54 @@ class TransformerModel:
         the logits (the softmax keeps their order); at 1 the plain softmax.
         """
         n = self._sync(tokens)
-        if not 1 <= n_rows <= n:
-            raise ValueError(f"n_rows must be in [1, {n}], got {n_rows}")
+        n_rows = check_int(n_rows, "n_rows", 1, n)
         logits = self.cache.logits[n - n_rows : n]  # [n_rows, V] float32
         if temperature == 0:
             return self._one_hot[logits.argmax(axis=1)]  # [n_rows, V], a fresh copy
-        z = logits.astype(np.float64)  # the steps of ``softmax``, in place
-        z -= z.max(axis=-1, keepdims=True)
-        np.exp(z, out=z)
-        z /= z.sum(axis=-1, keepdims=True)
+        z = softmax(logits)  # [n_rows, V] float64
         return z if temperature == 1 else apply_temperature(z, temperature)
+
+    # The cache interface of tree decoders (Medusa). The *committed* prefix is the causal
+    # sequence the decoder has accepted so far; a tree block sits on top of it until one
+    # of its paths is committed or it is rolled back.
+
+    @property
+    def n_committed(self) -> int:
+        """Length of the committed prefix: the tokens the cache holds as a causal sequence."""
+        return self.cache.n_causal
+
+    def hidden_at(self, i: int) -> np.ndarray:  # -> [d] float32
+        """The final hidden state of cached entry ``i`` (a copy), in [0, entries in cache)."""
+        i = check_int(i, "i", 0, self.cache.length - 1)
+        return self.cache.hidden[i].copy()
+
+    def rollback(self, length: int) -> None:
+        """Drop every cached entry from ``length`` on (committed or not)."""
+        self.cache.truncate(check_int(length, "length", 0, self.cache.length))
+
+    def score_tree(self, tokens: Sequence[int] | np.ndarray, depth: np.ndarray,
+                   mask: np.ndarray) -> Output:
+        """Forward a tree block of N nodes on top of the committed prefix, in one call.
+
+        ``tokens`` [N], ``depth`` [N] (node j sits at position ``n_committed + depth[j]``)
+        and ``mask`` [N, N] bool (``mask[i, j]``: node i sees node j; the diagonal True).
+        Every node also sees the whole committed prefix. Entries left by an earlier block
+        are dropped first. Returns the nodes' logits [N, V] and hidden states [N, d]; the
+        block stays in the cache until :meth:`commit_path` or :meth:`rollback`.
+        """
+        base = self.n_committed
+        self.rollback(base)
+        return self.forward(tokens, positions=base + np.asarray(depth), mask=mask)
+
+    def commit_path(self, nodes: Sequence[int] | np.ndarray) -> None:
+        """Keep the nodes ``nodes`` (ascending indices into the last :meth:`score_tree`
+        block, one root-to-node path) as the continuation of the committed prefix.
+
+        With the block scored at ``depth`` = distance from its first node and a mask that
+        lets each node see only its ancestors, the kept entries equal those of a causal
+        forward of the path's tokens. Every other entry of the block is dropped.
+        """
+        self.cache.keep_path(self.n_committed + np.asarray(nodes, dtype=np.intp))
 
 
 def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
@@ -350,9 +428,3 @@ def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
     (normalize(x) * gain + shift) @ w + b == normalize(x) @ (gain[:, None] * w) + (shift @ w + b)
     """
     return gain[:, None] * w, shift @ w + b  # [d, k], [k]
-
-
-def softmax32(scores: np.ndarray) -> np.ndarray:  # [..., m] -> [..., m]
-    """float32 softmax over the last axis (attention weights); -inf scores get weight 0."""
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .distributions import entropy, sample
+from .checks import check_positive
+from .distributions import check_probs, entropy, sample, tv_distance
 
 RULES = ("exact", "greedy", "threshold", "typical")
 LOSSLESS_RULES = ("exact", "greedy")
@@ -54,14 +55,6 @@ class Verification:
     extra: str
 
 
-def _positive_number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return float(value)
-
-
 def check_rule(rule: str, rule_params: dict) -> dict:
     """Validate ``rule`` and its parameters; return the parameters with defaults filled in."""
     if rule not in RULES:
@@ -75,10 +68,10 @@ def check_rule(rule: str, rule_params: dict) -> dict:
     if rule == "threshold":
         if params["theta"] is None:
             raise ValueError("rule 'threshold' needs a theta (accept while p/q > theta)")
-        params["theta"] = _positive_number("theta", params["theta"])
+        params["theta"] = check_positive(params["theta"], "theta")
     if rule == "typical":
-        params["eps"] = _positive_number("eps", params["eps"])
-        params["delta"] = _positive_number("delta", params["delta"])
+        params["eps"] = check_positive(params["eps"], "eps")
+        params["delta"] = check_positive(params["delta"], "delta")
     return params
 
 
@@ -146,7 +139,7 @@ def verify(
     model outputs before calling this.
     """
     params = check_rule(rule, rule_params)
-    draft_tokens = np.asarray(draft_tokens, dtype=np.int64)
+    draft_tokens = np.asarray(draft_tokens, dtype=np.intp)  # [k], used as indices
     draft_probs = np.asarray(draft_probs, dtype=np.float64)
     target_probs = np.asarray(target_probs, dtype=np.float64)
     k = draft_tokens.shape[0] if draft_tokens.ndim == 1 else -1
@@ -182,7 +175,7 @@ def verify_checked(
     rule: str,
     params: dict,
 ) -> Verification:
-    """:func:`verify` without its input checks, for callers that built valid inputs: int64
+    """:func:`verify` without its input checks, for callers that built valid inputs: integer
     ``draft_tokens`` [k], float64 ``draft_probs`` [k, V] and ``target_probs`` [k + 1, V],
     and ``params`` from :func:`check_rule` (the decoders, on every step)."""
     k = len(draft_tokens)
@@ -199,3 +192,117 @@ def verify_checked(
     tokens[:n] = draft_tokens[:n]
     tokens[n] = int(dist.argmax()) if rule == "greedy" else sample(dist, rng)
     return Verification(tokens, n, extra)
+
+
+# ---------------------------------------------------------------------------
+# The exact law of a rule's first emitted token, by enumeration instead of sampling
+# ---------------------------------------------------------------------------
+
+
+def _check_pair(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    p = check_probs(p, "p")  # [V]
+    if p.ndim != 1:
+        raise ValueError(f"p must be one distribution [V], got shape {p.shape}")
+    q = check_probs(q, "q", vocab_size=p.shape[0])  # [V]
+    if q.ndim != 1:
+        raise ValueError(f"q must be one distribution [V], got shape {q.shape}")
+    return p, q
+
+
+def accept_probs(
+    p: np.ndarray, q: np.ndarray, rule: str = "exact", **rule_params: float
+) -> np.ndarray:
+    """a(x) [V]: the chance that ``rule`` keeps a drafted token x (target ``p``, draft ``q``).
+
+    ``"exact"`` keeps x with probability min(1, p(x)/q(x)). The other rules flip no coin,
+    so a(x) is 0 or 1, by the tests :func:`acceptance_mask` makes: x == argmax p
+    (``"greedy"``), p(x) > θ·q(x) (``"threshold"``), p(x) > min(ε, δ·exp(−H(p)))
+    (``"typical"``). A token with q(x) = 0 is never drafted and gets a(x) = 0.
+    """
+    params = check_rule(rule, rule_params)
+    p, q = _check_pair(p, q)
+    drafted = q > 0  # [V]
+    if rule == "exact":
+        return np.where(drafted, np.minimum(1.0, p / np.where(drafted, q, 1.0)), 0.0)
+    if rule == "greedy":
+        keep = np.arange(p.shape[0]) == p.argmax()  # [V]
+    elif rule == "threshold":
+        keep = p > params["theta"] * q  # [V]
+    else:
+        keep = p > typical_cutoff(p, params["eps"], params["delta"])  # [V]
+    return (keep & drafted).astype(np.float64)
+
+
+def output_law(
+    p: np.ndarray, q: np.ndarray, rule: str = "exact", **rule_params: float
+) -> np.ndarray:
+    """The exact distribution [V] of the first token a step emits under ``rule``.
+
+    The draft proposes x ~ q; the step keeps it with probability a(x) (:func:`accept_probs`)
+    and otherwise emits the rule's correction instead: a draw from residual(p, q) for
+    ``"exact"``, argmax p for ``"greedy"``, a draw from p for ``"threshold"`` and
+    ``"typical"``. Summing over x,
+
+        out(y) = q(y)·a(y) + (Σ_x q(x)·(1 − a(x)))·correction(y).
+
+    The first token is decided at the first draft position alone, so this holds for any
+    k ≥ 1. The exact rule gives out = p; any rule whose law differs from p is lossy.
+    """
+    accept = accept_probs(p, q, rule, **rule_params)  # [V]
+    p, q = _check_pair(p, q)
+    if rule == "exact":
+        correction = residual(p, q)  # [V]
+    elif rule == "greedy":
+        correction = np.zeros_like(p)  # [V] one-hot at argmax p
+        correction[p.argmax()] = 1.0
+    else:
+        correction = p  # [V]
+    return q * accept + (q @ (1.0 - accept)) * correction
+
+
+def threshold_tradeoff(
+    p: np.ndarray, q: np.ndarray, thetas: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What each θ of the threshold rule costs and buys, exactly: (TV(out, p) [T], the
+    acceptance rate Σ_x q(x)·a(x) [T]) for every θ in ``thetas`` [T]."""
+    thetas = np.asarray(thetas, dtype=np.float64)  # [T]
+    if thetas.ndim != 1:
+        raise ValueError(f"thetas must be 1-D, got shape {thetas.shape}")
+    p, q = _check_pair(p, q)
+    tv = np.empty(len(thetas))  # [T]
+    acceptance = np.empty(len(thetas))  # [T]
+    for i, theta in enumerate(thetas):
+        tv[i] = tv_distance(output_law(p, q, "threshold", theta=theta), p)
+        acceptance[i] = q @ accept_probs(p, q, "threshold", theta=theta)
+    return tv, acceptance
+
+
+def sample_first_tokens(
+    p: np.ndarray,
+    q: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    rule: str = "exact",
+    **rule_params: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``n`` one-token steps (k = 1) through the verifier, exactly as the decode loop
+    would; return (first emitted token [n], n_accepted [n]).
+
+    All n drafts x ~ q are drawn first, then each step verifies its x against ``[p, p]``
+    with ``rng``. The frequencies of the first tokens estimate :func:`output_law`.
+    """
+    params = check_rule(rule, rule_params)
+    p, q = _check_pair(p, q)
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    drafts = rng.choice(len(q), size=n, p=q)  # [n]
+    draft_probs = q[None, :]  # [1, V]
+    target_probs = np.stack([p, p])  # [2, V]: p at the drafted position, p for the bonus
+    first = np.empty(n, dtype=np.int64)  # [n]
+    accepted = np.empty(n, dtype=np.int64)  # [n]
+    for i in range(n):
+        step = verify_checked(drafts[i : i + 1], draft_probs, target_probs, rng, rule, params)
+        first[i], accepted[i] = step.tokens[0], step.n_accepted
+    return first, accepted

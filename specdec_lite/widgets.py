@@ -102,7 +102,7 @@ def k_explorer(
 
 
 # ---------------------------------------------------------------------------
-# Chapter 4: Medusa
+# Chapter 5: Medusa heads
 # ---------------------------------------------------------------------------
 
 
@@ -132,11 +132,9 @@ def typical_explorer(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
     )
 
 
-
 # ---------------------------------------------------------------------------
-# Chapter 5: benchmarks
+# Chapter 6: does it pay?
 # ---------------------------------------------------------------------------
-
 
 
 def speedup_explorer(verify: np.ndarray | None = None, k_max: int = 16, alpha: float = 0.7,

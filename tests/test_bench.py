@@ -6,17 +6,22 @@ No timing is asserted: only structure, bookkeeping and the formulas.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 from test_transformer import random_params
 
 from specdec_lite import bench
-from specdec_lite.bench import Method, Models, Settings
+from specdec_lite.bench import Method, Settings
 from specdec_lite.corpus import load_text
 from specdec_lite.medusa import MedusaHeads
 from specdec_lite.models import NGramModel
+from specdec_lite.pretrained import Pretrained
+from specdec_lite.theory import expected_speedup
 from specdec_lite.tokenizer import CharTokenizer
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
@@ -48,13 +53,26 @@ def test_schedule_runs_every_method_once_per_cell_in_shuffled_order() -> None:
     assert order != bench.schedule(5, 3, 2, seed=1)
 
 
-def test_predicted_speedup_is_thm_3_8_with_a_measured_verify_cost() -> None:
-    # check value from the references: alpha = 0.8, k = 5 gives 3.689 tokens per call
-    assert bench.predicted_speedup(0.8, 5, 0.0, 1.0) == pytest.approx(3.689, abs=1e-3)
-    e = (1 - 0.7**4) / 0.3
-    assert bench.predicted_speedup(0.7, 3, 0.1, 1.6) == pytest.approx(e / (3 * 0.1 + 1.6))
-    # alpha = 0: one token per step at the price of the drafts and the verification
-    assert bench.predicted_speedup(0.0, 4, 0.25, 1.5) == pytest.approx(1 / 2.5)
+def test_predictions_are_thm_3_8_with_a_measured_verify_cost() -> None:
+    curve = {"n": [1, 2, 3, 4], "ratio": [1.0, 1.2, 1.6, 1.9]}
+    costs = {"speculative": 0.1, "ngram": None, "medusa": 0.05}
+    pred, by_tau = bench.predictions(Method("speculative", 0.0, k=3), 0.7, 2.5, curve, costs,
+                                     None, None)
+    e = (1 - 0.7**4) / 0.3  # E(alpha, k) tokens per step
+    assert pred == pytest.approx(e / (3 * 0.1 + 1.9)) and by_tau == pytest.approx(2.5 / 2.2)
+    assert pred == expected_speedup(0.7, 3, 0.1, verify_cost=1.9)
+    chain = bench.predictions(Method("medusa", 1.0, k=2), 0.5, 1.5, curve, costs, (2, 3), None)
+    assert chain == pytest.approx(((1 - 0.5**3) / 0.5 / 1.65, 1.5 / 1.65))  # c_heads per step
+    tree = bench.predictions(Method("medusa", 0.0, tree_nodes=3), 0.5, 2.0, curve, costs,
+                             (2, 4), None)
+    assert tree == pytest.approx((2.0 / 1.95, 2.0 / 1.95))  # no closed form: tau
+    assert bench.predictions(Method("ngram", 0.0, k=1), 0.5, 1.5, curve, costs, None,
+                             None) == (None, None)  # no n-gram cost measured
+    assert bench.predictions(Method("speculative", 0.0, k=8), 0.5, 1.5, curve, costs, None,
+                             None) == (None, None)  # r(9) not measured
+    simulated = bench.predictions(Method("speculative", 0.0, k=8), 0.5, 1.5, curve, costs,
+                                  None, 16)
+    assert simulated[1] == pytest.approx(1.5 / (8 * 0.1 + 1.0))  # r = ceil(9 / 16)
 
 
 def test_simulated_cost_is_flat_up_to_the_width() -> None:
@@ -186,28 +204,100 @@ def test_compare_runs_refuses_different_settings_or_non_results() -> None:
     bench.check_comparable(ref, Settings().as_json())  # the same settings pass
 
 
+# ---------------------------------------------------------------- the JSON schema
+
+RESULTS = Path(__file__).parents[1] / "results"
+
+
+@pytest.mark.parametrize("name", ["bench.json", "bench_check.json"])
+def test_committed_results_read_through_the_schema(name: str) -> None:
+    data = bench.read_json(RESULTS / name)
+    assert data["schema"] == bench.SCHEMA == "specdec_lite.bench/1" and data["rows"]
+
+
+def _broken(tmp_path: Path, change) -> Path:
+    data = json.loads((RESULTS / "bench.json").read_text())
+    change(data)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(schema="specdec_lite.bench/2"), "not a specdec_lite.bench/1 result"),
+    (lambda d: d.pop("cost_curve"), "lacks the field 'cost_curve'"),
+    (lambda d: d.update(rows={}), "rows must be list"),
+    (lambda d: d.update(c_heads="cheap"), "c_heads must be float|null"),
+    (lambda d: d["rows"].append(7), r"rows\[60\] must be an object"),
+    (lambda d: d["rows"][2].pop("label"), r"rows\[2\] lacks the field 'label'"),
+    (lambda d: d["rows"][5].update(speedup=None), r"rows\[5\]\.speedup must be float"),
+    (lambda d: d["rows"][5].update(speedup=True), r"rows\[5\]\.speedup must be float"),
+    (lambda d: d["rows"][1].update(speedup_ci=[1.0]), r"rows\[1\]\.speedup_ci must be pair"),
+    (lambda d: d["rows"][1].update(n_runs=2.5), r"rows\[1\]\.n_runs must be int"),
+    (lambda d: d.update(comparison=[]), "comparison must be object"),
+])
+def test_read_json_names_the_file_and_what_is_wrong(tmp_path, change, message) -> None:
+    path = _broken(tmp_path, change)
+    with pytest.raises(ValueError, match=message) as err:
+        bench.read_json(path)
+    assert str(path) in str(err.value)
+
+
+def test_read_json_of_a_file_that_is_not_json(tmp_path) -> None:
+    (tmp_path / "x.json").write_text("{")
+    with pytest.raises(ValueError, match="not JSON"):
+        bench.read_json(tmp_path / "x.json")
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(ValueError, match="expected a JSON object, got list"):
+        bench.read_json(tmp_path / "list.json")
+
+
+def test_write_json_refuses_a_broken_result(tmp_path) -> None:
+    data = json.loads((RESULTS / "bench.json").read_text())
+    del data["rows"][0]["alpha"]
+    with pytest.raises(ValueError, match=r"rows\[0\] lacks the field 'alpha'"):
+        bench.write_json(data, tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_describe_lists_every_field() -> None:
+    text = bench.describe()
+    for name, kind, _ in bench.FIELDS + bench.OPTIONAL_FIELDS + bench.ROW_FIELDS:
+        assert any(line.split()[:2] == [name, kind] for line in text.splitlines()), name
+    assert text.splitlines()[0].startswith(bench.SCHEMA)
+
+
+def test_bench_does_not_import_plots_or_matplotlib() -> None:
+    code = ("import sys, specdec_lite.bench; "
+            "print(sorted(m for m in sys.modules if 'plots' in m or 'matplotlib' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
 # ---------------------------------------------------------------- end to end on tiny models
 
 SMALL = TransformerConfig(vocab_size=96, n_layer=2, n_head=2, d_model=32, max_len=96)
 TINY = TransformerConfig(vocab_size=96, n_layer=1, n_head=2, d_model=16, max_len=96)
 
 
-def tiny_models() -> Models:
+def tiny_models() -> tuple[Pretrained, NGramModel]:
     rng = np.random.default_rng(0)
     heads = MedusaHeads(0.1 * rng.standard_normal((2, 32, 32)), np.zeros((2, 32)),
                         0.5 * rng.standard_normal((2, 32, 96)))
     tok = CharTokenizer.ascii()
     ngram = NGramModel(3, tok.vocab_size).fit(tok.encode(load_text("heldout")[:20_000]))
-    return Models(TransformerModel(SMALL, random_params(SMALL, seed=1)),
-                  TransformerModel(TINY, random_params(TINY, seed=2)), heads,
-                  tok, ngram, source="random weights (test)")
+    models = Pretrained(TransformerModel(SMALL, random_params(SMALL, seed=1)),
+                        TransformerModel(TINY, random_params(TINY, seed=2)), heads, tok,
+                        manifest={})
+    return models, ngram
 
 
 @pytest.fixture(scope="module")
 def result() -> dict:
     settings = Settings(ks=(1, 3), trees=(3,), prompts=2, prompt_len=24, new_tokens=16,
                         repeats=2, cost_repeats=2, simulate_width=4)
-    return bench.run(settings, tiny_models(), progress=False).to_json()
+    return bench.run(settings, *tiny_models(), progress=False).to_json()
 
 
 def test_json_schema(result: dict) -> None:
@@ -270,8 +360,11 @@ def test_reports_label_simulation(result: dict, tmp_path) -> None:
         bench.markdown_summary(result, again | {"reference": "another run"})
     bench.write_json(result, tmp_path / "out" / "bench.json")
     assert json.loads((tmp_path / "out" / "bench.json").read_text()) == result
+    assert bench.read_json(tmp_path / "out" / "bench.json") == result
     pytest.importorskip("matplotlib")
-    paths = bench.write_plots(result, tmp_path / "figs")
+    from specdec_lite.plots.bench import write_figures
+
+    paths = write_figures(result, tmp_path / "figs")
     assert {p.name for p in paths} >= {"bench_speedup.png", "bench_cost_curve.png",
                                        "bench_speedup_simulated.png", "bench_overhead.png"}
     assert all(p.stat().st_size > 0 for p in paths)
@@ -279,20 +372,48 @@ def test_reports_label_simulation(result: dict, tmp_path) -> None:
 
 def test_run_rejects_settings_that_do_not_fit_the_models() -> None:
     with pytest.raises(ValueError, match="max_len"):
-        bench.run(Settings(prompt_len=80, new_tokens=40), tiny_models(), progress=False)
+        bench.run(Settings(prompt_len=80, new_tokens=40), *tiny_models(), progress=False)
 
 
-def test_meter_restores_the_models() -> None:
-    models = tiny_models()
-    with bench.ForwardMeter(models) as meter:
+def test_meter_counts_forwards_through_the_hooks_and_clears_them() -> None:
+    models, ngram = tiny_models()
+    observed = {"target": models.target, "draft": models.draft, "heads": models.heads,
+                "ngram": ngram}
+    with bench.ForwardMeter(observed | {"absent": None}) as meter:
         models.target.probs(np.arange(5))
+        models.target.probs(np.arange(7))  # the cached prefix: a forward over 2 tokens
         models.draft.probs(np.arange(3))
         models.heads.logits(np.zeros((1, 32), dtype=np.float32))
-    assert meter.calls == Counter({("target", 5): 1, ("draft", 3): 1, ("heads", 1): 1})
+        ngram.last_probs(np.arange(4))
+        ngram.probs(np.arange(4))  # not the n-gram's fast path: not metered
+    assert meter.calls == Counter({("target", 5): 1, ("target", 2): 1, ("draft", 3): 1,
+                                   ("heads", 1): 1, ("ngram", 1): 1})
     assert meter.seconds == pytest.approx(sum(meter.call_s.values())) and meter.seconds > 0
     costs = bench.in_run_costs(meter.calls, meter.call_s)
-    assert costs["target"] == [[5, meter.call_s[("target", 5)], 1]]
-    assert "forward" not in vars(models.target) and "logits" not in vars(models.heads)
+    assert costs["target"] == [[2, meter.call_s[("target", 2)], 1],
+                               [5, meter.call_s[("target", 5)], 1]]
+    assert all(model.observer is None for model in observed.values())
+    models.target.probs(np.arange(9))  # after the meter: nothing recorded
+    assert sum(meter.calls.values()) == 5
+    with pytest.raises(ValueError, match="already observed"):
+        with bench.ForwardMeter({"target": models.target, "draft": models.target}):
+            pass
+
+
+def test_the_profile_recognises_the_forwards_by_their_code() -> None:
+    models, ngram = tiny_models()
+    prompt = np.arange(10)
+
+    def work() -> None:
+        models.target.probs(prompt)
+        hidden = models.target.hidden(prompt)
+        models.heads.logits(hidden[-1:])
+        ngram.last_probs(prompt)
+
+    prof = bench.profile_call(work)
+    assert 0 < prof["forward_s"] <= prof["wall_s"]
+    assert not any(name in ("transformer:forward", "medusa:logits", "models:last_probs")
+                   for name, _ in prof["engine"])
 
 
 def test_function_names_are_readable() -> None:
@@ -323,5 +444,5 @@ def test_ngram_draft_rows(result: dict) -> None:
         assert r["predicted_speedup_tau"] == pytest.approx(
             r["tau"] / (k * paid["c_ngram"] + ratio[k + 1]))  # as the runs paid them
         isolated = result["cost_curve"]["ratio"]
-        assert r["predicted_speedup_isolated"] == pytest.approx(bench.predicted_speedup(
-            r["alpha"], k, result["c_ngram"], isolated[k]))
+        assert r["predicted_speedup_isolated"] == pytest.approx(expected_speedup(
+            r["alpha"], k, result["c_ngram"], verify_cost=isolated[k]))

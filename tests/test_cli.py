@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from specdec_lite import cli
+from specdec_lite import bench, cli
 from specdec_lite.bench import QUICK, Settings
+
+COMMITTED = Path(__file__).parents[1] / "results" / "bench.json"
 
 
 def test_bench_quick_arguments() -> None:
@@ -46,23 +49,67 @@ def test_bad_arguments_print_one_line_and_exit_2(argv: list[str], capsys) -> Non
     assert err.count("\n") == 1 and "error" in err
 
 
-def test_bad_output_path_is_reported_before_running(tmp_path, capsys) -> None:
-    assert cli.main(["bench", "--quick", "--json", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--json" in err
+def _no_run(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the benchmark ran: the error was not caught up front")
 
 
-def test_bad_compare_file_is_reported_before_running(tmp_path, capsys) -> None:
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps({"schema": "specdec_lite.bench/1", "rows": [],
-                                 "settings": Settings().as_json()}))
+@pytest.fixture
+def no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "run", _no_run)
+
+
+def test_bad_output_paths_are_reported_before_running(tmp_path, capsys, no_run) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for option, path, message in (("--json", tmp_path, "not a file"),
+                                  ("--json", "", "needs a file path"),
+                                  ("--json", a_file / "out.json", "is a file, not a folder"),
+                                  ("--json", a_file / "deeper" / "out.json", "not a folder"),
+                                  ("--plot", a_file, "not a folder"),
+                                  ("--plot", a_file / "figs", "not a folder")):
+        assert cli.main(["bench", "--quick", option, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and option in err and message in err, err
+
+
+def test_output_paths_that_can_be_created_pass_the_check(tmp_path) -> None:
+    cli._check_output("--json", str(tmp_path / "new" / "dir" / "out.json"), folder=False)
+    cli._check_output("--plot", str(tmp_path / "new" / "figs"), folder=True)
+    cli._check_output("--plot", str(tmp_path), folder=True)
+    assert not (tmp_path / "new").exists()  # checked, not created
+
+
+def _committed(tmp_path, name: str, change) -> str:
+    data = json.loads(COMMITTED.read_text())
+    change(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_bad_compare_file_is_reported_before_running(tmp_path, capsys, no_run) -> None:
     not_json = tmp_path / "bad.json"
     not_json.write_text("{")
-    for path, message in ((tmp_path / "missing.json", "needs a JSON result file"),
-                          (not_json, "--compare"), (other, "different settings")):
+
+    def broken_row(data: dict) -> None:
+        data["rows"][3]["speedup_ci"] = "wide"
+
+    def missing_field(data: dict) -> None:
+        del data["rows"][0]["tau"]
+
+    def old_version(data: dict) -> None:
+        data["schema"] = "specdec_lite.bench/0"
+
+    cases = ((tmp_path / "missing.json", "needs a JSON result file"),
+             (not_json, "not JSON"),
+             (_committed(tmp_path, "row.json", broken_row), "rows[3].speedup_ci must be pair"),
+             (_committed(tmp_path, "tau.json", missing_field), "rows[0] lacks the field 'tau'"),
+             (_committed(tmp_path, "v0.json", old_version), "not a specdec_lite.bench/1"),
+             (COMMITTED, "different settings"))  # a full run, compared with --quick
+    for path, message in cases:
         assert cli.main(["bench", "--quick", "--compare", str(path)]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err
+        assert err.count("\n") == 1 and "--compare" in err and message in err, err
 
 
 def test_settings_that_do_not_fit_are_one_line(capsys) -> None:

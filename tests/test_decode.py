@@ -23,6 +23,7 @@ from specdec_lite import (
     generate,
     load_text,
     speculative_generate,
+    verify,
 )
 from specdec_lite.theory import acceptance_probability, expected_tokens_per_step
 
@@ -53,17 +54,17 @@ def check_trace(gen, max_new_tokens: int) -> None:
     assert len(gen.tokens) <= max_new_tokens
     emitted = [t for s in gen.steps for t in s.emitted]
     assert emitted == gen.tokens.tolist()
-    assert gen.target_calls == len(gen.steps)
-    assert gen.draft_calls == sum(len(s.proposed) for s in gen.steps) == gen.proposed
+    assert gen.n_target_calls == len(gen.steps)
+    assert gen.n_draft_calls == sum(len(s.proposed) for s in gen.steps) == gen.n_proposed
     assert gen.accepted == [s.n_accepted for s in gen.steps]
     for s in gen.steps:
         assert 1 <= len(s.emitted) <= s.n_accepted + 1 and s.n_accepted <= len(s.proposed)
         assert list(s.emitted[: s.n_accepted]) == list(s.proposed[: len(s.emitted)])[: s.n_accepted]
         assert s.extra in ("correction", "bonus", "sample")
-    if gen.proposed:
-        assert gen.acceptance_rate == sum(gen.accepted) / gen.proposed
-    if gen.target_calls:
-        assert gen.mean_tokens_per_step == len(gen.tokens) / gen.target_calls
+    if gen.n_proposed:
+        assert gen.acceptance_rate == sum(gen.accepted) / gen.n_proposed
+    if gen.n_target_calls:
+        assert gen.tau == len(gen.tokens) / gen.n_target_calls
 
 
 def greedy_reference(model, prompt, n: int) -> list[int]:
@@ -78,7 +79,7 @@ def test_generate_greedy_matches_reference():
     model = markov(0)
     gen = generate(model, [1], max_new_tokens=15, temperature=0)
     assert gen.tokens.tolist() == greedy_reference(model, [1], 15)
-    assert gen.target_calls == 15 and gen.draft_calls == 0 and gen.mean_tokens_per_step == 1.0
+    assert gen.n_target_calls == 15 and gen.n_draft_calls == 0 and gen.tau == 1.0
     check_trace(gen, 15)
 
 
@@ -168,8 +169,8 @@ def test_zero_new_tokens_makes_no_calls():
         speculative_generate(Counting(), Counting(), [0], k=4, max_new_tokens=0),
     ):
         assert gen.tokens.size == 0 and gen.steps == []
-        assert gen.target_calls == gen.draft_calls == 0
-        assert gen.acceptance_rate == 0.0 and gen.mean_tokens_per_step == 0.0
+        assert gen.n_target_calls == gen.n_draft_calls == 0
+        assert gen.acceptance_rate == 0.0 and gen.tau == 0.0
     assert Counting.calls == 0
 
 
@@ -207,7 +208,7 @@ def test_temperature_zero_draft_calls_and_trace_on_markov():
     assert gen.acceptance_rate == 1.0
     assert [len(s.emitted) for s in gen.steps] == [5, 5, 5, 5]
     assert all(s.extra == "bonus" for s in gen.steps)
-    assert gen.mean_tokens_per_step == 5.0
+    assert gen.tau == 5.0
 
 
 P_TABLE = np.array([0.45, 0.3, 0.15, 0.1])
@@ -260,7 +261,56 @@ def test_per_token_acceptance_estimates_alpha():
     gen = speculative_generate(
         TableModel(P_TABLE), TableModel(Q_TABLE), [0], k=4, max_new_tokens=3000, seed=11
     )
-    se = math.sqrt(alpha * (1 - alpha) / gen.checked)
-    assert abs(gen.per_token_acceptance - alpha) < 4 * se
+    se = math.sqrt(alpha * (1 - alpha) / gen.n_checked)
+    assert abs(gen.alpha - alpha) < 4 * se
     assert gen.acceptance_rate < alpha - 4 * se
-    assert gen.checked <= gen.proposed
+    assert gen.n_checked <= gen.n_proposed
+
+
+# ---------------------------------------------------------------- metric vocabulary
+
+
+def test_metrics_by_their_definitions_and_deprecated_aliases(ngrams):
+    target, draft, prompt = ngrams
+    gen = speculative_generate(target, draft, prompt, k=4, max_new_tokens=60, seed=11)
+    steps = gen.steps
+    n_accepted = sum(s.n_accepted for s in steps)
+    n_checked = sum(min(s.n_accepted + 1, len(s.proposed)) for s in steps)
+    n_proposed = sum(len(s.proposed) for s in steps)
+    assert (gen.n_accepted, gen.n_checked, gen.n_proposed) == (n_accepted, n_checked, n_proposed)
+    assert n_checked < n_proposed  # some step was rejected early, so the two rates differ
+    assert gen.alpha == n_accepted / n_checked
+    assert gen.acceptance_rate == n_accepted / n_proposed < gen.alpha
+    assert gen.tau == len(gen.tokens) / gen.n_target_calls
+    assert gen.n_draft_calls == n_proposed and gen.n_head_calls == 0
+    # the old names read the same numbers
+    assert gen.per_token_acceptance == gen.alpha and gen.mean_tokens_per_step == gen.tau
+    assert gen.target_calls == gen.n_target_calls and gen.draft_calls == gen.n_draft_calls
+    assert gen.proposed == gen.n_proposed and gen.checked == gen.n_checked
+
+
+# ---------------------------------------------------------------- 32-bit token arrays
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.uint8])
+def test_narrow_token_arrays_give_the_same_result(ngrams, dtype):
+    """Token arrays of any integer dtype decode exactly like int64 ones (as on a platform
+    whose index type np.intp is 32 bits)."""
+    target, draft, prompt = ngrams
+    narrow = np.asarray(prompt).astype(dtype)
+    for temperature in (0.0, 0.9):
+        wide = speculative_generate(target, draft, np.asarray(prompt, dtype=np.int64), k=3,
+                                    max_new_tokens=30, temperature=temperature, seed=4)
+        same = speculative_generate(target, draft, narrow, k=3, max_new_tokens=30,
+                                    temperature=temperature, seed=4)
+        assert same.tokens.tolist() == wide.tokens.tolist() and same.steps == wide.steps
+        plain = generate(target, narrow, max_new_tokens=20, temperature=temperature, seed=4)
+        assert plain.tokens.tolist() == generate(
+            target, prompt, max_new_tokens=20, temperature=temperature, seed=4).tokens.tolist()
+    rows = target.probs(prompt)[-4:]  # [4, V]
+    drafted = rows[:3].argmax(axis=1)  # [3]
+    draft_rows = np.full((3, rows.shape[1]), 1 / rows.shape[1])
+    for rule in ("exact", "greedy"):
+        want = verify(drafted, draft_rows, rows, np.random.default_rng(2), rule)
+        got = verify(drafted.astype(dtype), draft_rows, rows, np.random.default_rng(2), rule)
+        assert got.tokens.tolist() == want.tokens.tolist() and got.n_accepted == want.n_accepted

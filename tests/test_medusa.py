@@ -62,7 +62,7 @@ class OracleHeads(MedusaHeads):
         self.rng = np.random.default_rng(seed)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        t = self.target.cache.length - 1  # position of the hidden state being read
+        t = self.target.n_committed - 1  # position of the hidden state being read
         out = self.rng.standard_normal((self.n_heads, len(hidden), self.vocab_size))
         for i in range(self.n_heads):
             if t + i + 2 < len(self.reference):
@@ -132,22 +132,22 @@ def test_tree_forward_equals_each_path_alone() -> None:
     prompt = np.random.default_rng(3).integers(0, 13, 9)
     model.logits(prompt)
     tokens = np.random.default_rng(4).integers(0, 13, tree.n_nodes)  # [N+1], root first
-    out = model.forward(tokens, positions=len(prompt) + tree.depth, mask=tree.mask)
+    out = model.score_tree(tokens, tree.depth, tree.mask)
     for node in range(tree.n_nodes):
         path = np.flatnonzero(tree.mask[node])
         alone = fresh.logits(np.concatenate([prompt, tokens[path]]))[-1]
         np.testing.assert_allclose(out.logits[node], alone, atol=1e-5)
 
 
-def test_keep_path_equals_causal_forward() -> None:
+def test_commit_path_equals_causal_forward() -> None:
     tree = dense_tree([2, 2, 2])
     model, fresh = target_model(), target_model()
     prompt = np.arange(7) % 13
     model.logits(prompt)
     tokens = np.random.default_rng(1).integers(0, 13, tree.n_nodes)
-    model.forward(tokens, positions=len(prompt) + tree.depth, mask=tree.mask)
+    model.score_tree(tokens, tree.depth, tree.mask)
     path = np.flatnonzero(tree.mask[tree.n_nodes - 1])
-    model.cache.keep_path(len(prompt) + path)
+    model.commit_path(path)
     extended = np.concatenate([prompt, tokens[path], [5, 6]])
     np.testing.assert_allclose(model.logits(extended), fresh.logits(extended), atol=1e-5)
 
@@ -166,7 +166,7 @@ def test_greedy_medusa_equals_greedy_decoding_with_oracle_heads(hit, widths) -> 
         gen = medusa_generate(target, heads, prompt, max_new_tokens=30, tree=dense_tree(widths))
         np.testing.assert_array_equal(gen.tokens, expected)
         if hit == 1.0:  # every step accepts the full depth
-            assert gen.mean_tokens_per_step > 3.0
+            assert gen.tau > 3.0
         if hit == 0.0 and widths[0] == 1:
             assert sum(gen.accepted) == 0
 
@@ -189,12 +189,14 @@ def test_trace_and_counts() -> None:
     heads = OracleHeads(target, np.concatenate([prompt, expected.tokens]), 3, 0.7)
     gen = medusa_generate(target, heads, prompt, max_new_tokens=20, tree=dense_tree([2, 2, 2]))
     assert len(gen.tokens) == 20
-    assert gen.target_calls == len(gen.steps) and gen.draft_calls == len(gen.steps) - 1
+    assert gen.n_target_calls == len(gen.steps) and gen.n_head_calls == len(gen.steps) - 1
+    assert gen.n_draft_calls == 0  # Medusa has no draft model: its proposals are head calls
+    assert gen.draft_calls == gen.n_head_calls  # the deprecated name counted head calls
     assert sum(len(s.emitted) for s in gen.steps) == 20
     for step in gen.steps[1:-1]:
         assert len(step.emitted) == step.n_accepted + 1
         assert step.emitted[: step.n_accepted] == step.proposed[: step.n_accepted]
-    assert gen.target_calls < 20
+    assert gen.n_target_calls < 20
 
 
 def test_max_new_tokens_and_eos() -> None:
@@ -208,6 +210,17 @@ def test_max_new_tokens_and_eos() -> None:
     cut = medusa_generate(target, heads, prompt, max_new_tokens=40, eos_id=eos)
     first = int(np.flatnonzero(full.tokens == eos)[0])
     np.testing.assert_array_equal(cut.tokens, full.tokens[: first + 1])
+
+
+def test_int32_prompt_gives_the_same_tokens() -> None:
+    heads = random_heads(CONFIG)
+    for rule, tree in (("greedy", dense_tree([2, 2, 1])), ("exact", chain_tree(3))):
+        runs = [medusa_generate(target_model(), heads, np.array([1, 2, 7], dtype=dtype),
+                                max_new_tokens=20, temperature=0.8, rule=rule, tree=tree,
+                                seed=3)
+                for dtype in (np.int64, np.int32)]
+        assert runs[0].tokens.tolist() == runs[1].tokens.tolist()
+        assert runs[0].steps == runs[1].steps
 
 
 def test_same_seed_same_tokens() -> None:

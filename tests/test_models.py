@@ -14,7 +14,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specdec_lite import MarkovModel, Model, NGramModel, TableModel
+from specdec_lite import (
+    FastModel,
+    MarkovModel,
+    Model,
+    NGramModel,
+    TableModel,
+    generate,
+    speculative_generate,
+)
+from specdec_lite.models import check_model, model_rows
 
 V = 5
 
@@ -145,3 +154,66 @@ def test_markov_model():
         model.probs(np.array([4]))
     with pytest.raises(ValueError, match="tokens"):
         model.probs(np.array([-1]))
+
+
+# ---------------------------------------------------------------- the contract's checks
+
+
+class FastTable:
+    """A fast-path model whose ``last_probs`` breaks the contract in one way (``kind``)."""
+
+    vocab_size = 4
+
+    def __init__(self, kind: str, trusted: bool = False) -> None:
+        self.kind, self.trusted_rows = kind, trusted
+
+    def probs(self, tokens: np.ndarray) -> np.ndarray:
+        return np.full((len(tokens), 4), 0.25)
+
+    def last_probs(self, tokens: np.ndarray, n_rows: int = 1,
+                   temperature: float = 1.0) -> np.ndarray:
+        rows = np.full((n_rows, 4), 0.25)  # [n_rows, V]
+        if self.kind == "nan":
+            rows[-1, 0] = np.nan
+        elif self.kind == "sum":
+            rows[-1] = [0.5, 0.1, 0.1, 0.1]
+        elif self.kind == "negative":
+            rows[-1] = [1.5, -0.5, 0.0, 0.0]
+        elif self.kind == "rows":
+            rows = rows[:-1]
+        elif self.kind == "width":
+            rows = np.full((n_rows, 5), 0.2)
+        elif self.kind == "list":
+            rows = rows.tolist()
+        return rows
+
+
+def test_protocols_describe_the_library_models() -> None:
+    ngram = NGramModel(2, V).fit(np.array([0, 1, 2, 3, 4, 0]))
+    table = TableModel(np.full(V, 1 / V))
+    assert isinstance(ngram, FastModel) and isinstance(ngram, Model)
+    assert isinstance(table, Model) and not isinstance(table, FastModel)
+    assert check_model(ngram, "target") == V
+    with pytest.raises(TypeError, match="draft"):
+        check_model(object(), "draft")
+
+
+@pytest.mark.parametrize("kind", ["nan", "sum", "negative", "rows", "width", "list"])
+def test_model_rows_checks_the_fast_path(kind: str) -> None:
+    with pytest.raises(ValueError, match="target.last_probs"):
+        model_rows(FastTable(kind), np.array([0, 1]), 1, "target", 1.0)
+    with pytest.raises(ValueError, match="target.last_probs"):
+        speculative_generate(FastTable(kind), TableModel(np.full(4, 0.25)), [0], k=2,
+                             max_new_tokens=4, seed=0)
+    with pytest.raises(ValueError, match="model.last_probs"):
+        generate(FastTable(kind), [0], max_new_tokens=3, seed=0)
+
+
+def test_trusted_rows_skip_only_the_value_check() -> None:
+    rows = model_rows(FastTable("sum", trusted=True), np.array([0, 1]), 1, "target", 1.0)
+    assert rows.shape == (1, 4)  # trusted: the values are taken as they are
+    with pytest.raises(ValueError, match="shape"):
+        model_rows(FastTable("rows", trusted=True), np.array([0, 1]), 2, "target", 1.0)
+    good = model_rows(FastTable("ok"), np.array([0, 1]), 2, "target", 1.0)
+    np.testing.assert_array_equal(good, np.full((2, 4), 0.25))
+

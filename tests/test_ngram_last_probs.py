@@ -137,10 +137,12 @@ def test_matches_probs_real_corpus(real, temperature: float) -> None:
             assert_matches_probs(model, heldout[:n], temperature)
 
 
-@pytest.mark.parametrize("n_rows", [0, 4, -1, True, 1.0])
-def test_bad_n_rows_raise(n_rows) -> None:
+@pytest.mark.parametrize(("n_rows", "error"), [(0, ValueError), (4, ValueError),
+                                               (-1, ValueError), (True, TypeError),
+                                               (1.0, TypeError)])
+def test_bad_n_rows_raise(n_rows, error) -> None:
     model = NGramModel(3, V).fit(CORPUS)
-    with pytest.raises(ValueError, match="n_rows"):
+    with pytest.raises(error, match="n_rows"):
         model.last_probs(np.array([1, 2, 3]), n_rows)
 
 

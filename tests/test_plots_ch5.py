@@ -1,42 +1,19 @@
-"""Chapter 5's figure helpers in specdec_lite.plots: the theory data they draw, and smoke
-tests of every figure on a small hand-made benchmark result."""
+"""The benchmark and speedup figures of specdec_lite.plots: smoke tests of every figure on a
+small hand-made benchmark result and on the committed results/bench.json, and the files
+``plots.bench.write_figures`` writes. The theory they draw is tested in test_theory.py."""
+
+import json
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specdec_lite import expected_speedup, optimal_k, plots
+from specdec_lite import expected_speedup, plots
+
+COMMITTED = Path(__file__).parent.parent / "results" / "bench.json"
 
 RATIO = np.array([1.0, 1.5, 1.8, 2.0, 2.1])  # [5]: T(n)/T(1) for n = 1..5
-
-
-def test_verify_ratio_at_measured_flat_and_simulated():
-    n = np.array([1, 3, 5, 6])
-    np.testing.assert_allclose(plots.verify_ratio_at(n, RATIO), [1.0, 1.8, 2.1, np.nan])
-    np.testing.assert_array_equal(plots.verify_ratio_at(n), np.ones(4))
-    np.testing.assert_array_equal(plots.verify_ratio_at(np.array([1, 4, 5, 9]), width=4),
-                                  [1, 1, 2, 3])
-
-
-def test_theory_speedup_matches_expected_speedup():
-    ks = np.arange(1, 6)
-    np.testing.assert_allclose(plots.theory_speedup(0.7, ks, 0.1),
-                               expected_speedup(0.7, ks, 0.1))
-    measured = plots.theory_speedup(0.7, ks, 0.1, RATIO)  # k + 1 = 6 is beyond the curve
-    np.testing.assert_allclose(measured[:4], expected_speedup(0.7, ks[:4], 0.1,
-                                                              verify_cost=RATIO[1:5]))
-    assert np.isnan(measured[4])
-
-
-def test_optimal_k_grid_agrees_with_optimal_k():
-    alphas, cs = np.array([0.3, 0.6, 0.9]), np.array([0.05, 0.2])
-    best_k, best = plots.optimal_k_grid(alphas, cs, k_max=20)
-    for i, c in enumerate(cs):
-        for j, a in enumerate(alphas):
-            assert best_k[i, j] == optimal_k(a, c, k_max=20)
-            assert best[i, j] == pytest.approx(expected_speedup(a, best_k[i, j], c))
-    best_k, _ = plots.optimal_k_grid(alphas, cs, k_max=20, verify=RATIO)
-    assert best_k.max() <= len(RATIO) - 1
 
 
 def _row(method, k=None, tree=None, t=0.0, simulated=False, speedup=1.2, tau=2.0):
@@ -109,3 +86,27 @@ def test_plot_reproduction_marks_rows_outside_the_reference_ci():
     assert labels == ["new median inside the first CI (1)", "outside it (1)"]
     assert ax.get_xlim() == pytest.approx((0.85, 1.45))
     plt.close(fig)
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed benchmark result")
+def test_figures_draw_the_committed_result(tmp_path):
+    data = json.loads(COMMITTED.read_text())
+    paths = plots.write_figures(data, tmp_path)
+    names = ["bench_speedup.png", "bench_cost_curve.png", "bench_overhead.png"]
+    if data["settings"]["simulate_width"]:
+        names.append("bench_speedup_simulated.png")
+    assert [p.name for p in paths] == names
+    assert all(p.stat().st_size > 1000 for p in paths)
+    ratio = data["cost_curve"]["ratio"]
+    temps = sorted({r["temperature"] for r in data["rows"] if r["method"] == "speculative"})
+    figures = [plots.plot_speedup_vs_k(data, t, 0.6, method=m)
+               for t in temps for m in ("speculative", "ngram")
+               if plots.bench_rows(data, m, t)]
+    figures += [plots.plot_medusa_speedups(data), plots.plot_cost_curve(data),
+                plots.plot_engine_split(data), plots.plot_bench_speedup(data),
+                plots.plot_theory_multiples([0.5, 0.9], [data["c"]], k_max=8, verify=ratio),
+                plots.plot_optimal_k_heatmap(np.linspace(0, 0.95, 6), np.linspace(0, 0.5, 5),
+                                             8, verify=ratio),
+                plots.plot_speedup_explorer(3, 0.7, data["c"], verify=ratio)]
+    assert figures and all(isinstance(fig, plt.Figure) for fig in figures)
+    plt.close("all")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec_lite.transformer import TransformerConfig, TransformerModel, file_sha256, load_npz
+from specdec_lite.transformer import (
+    Block,
+    TransformerConfig,
+    TransformerModel,
+    file_sha256,
+    load_npz,
+)
 
 CONFIG = TransformerConfig(vocab_size=13, n_layer=2, n_head=4, d_model=32, max_len=40)
 
@@ -67,7 +73,8 @@ def test_incremental_equals_full_forward(model: TransformerModel) -> None:
 def test_truncate_then_extend_equals_fresh(model: TransformerModel) -> None:
     ids, other = tokens(25), tokens(25, seed=2)
     model.forward(ids)
-    model.cache.truncate(10)
+    model.rollback(10)
+    assert model.n_committed == 10
     extended = model.forward(other[10:]).logits
     fresh = TransformerModel(CONFIG, random_params(CONFIG)).forward(np.r_[ids[:10], other[10:]])
     np.testing.assert_allclose(extended, fresh.logits[10:], atol=1e-5)
@@ -133,6 +140,51 @@ def test_keep_path_then_extend_equals_fresh(model: TransformerModel) -> None:
                                TransformerModel(CONFIG, random_params(CONFIG)).logits(sequence),
                                atol=1e-5)
     assert model.cache.n_causal == len(sequence)
+
+
+def test_score_tree_commit_path_equals_fresh(model: TransformerModel) -> None:
+    """The public tree interface: score a block on the committed prefix, commit one path,
+    and the model then continues exactly as a causal forward of prefix + path would."""
+    prefix, nodes, more = tokens(5), tokens(len(PARENTS), seed=4), tokens(3, seed=5)
+    mask, depth = tree_mask(PARENTS)
+    model.logits(prefix)
+    assert model.n_committed == 5
+    model.score_tree(tokens(2, seed=9), np.array([0, 1]), np.tri(2, dtype=bool))  # dropped
+    tree = model.score_tree(nodes, depth, mask)
+    assert model.n_committed == 5
+    reference = TransformerModel(CONFIG, random_params(CONFIG))
+    sequence = np.r_[prefix, nodes[path_to(5)]]
+    np.testing.assert_allclose(tree.logits[5], reference.logits(sequence)[-1], atol=1e-5)
+    model.commit_path(path_to(5))  # nodes 0, 2, 4, 5
+    assert model.n_committed == 9
+    np.testing.assert_allclose(model.hidden_at(8), reference.hidden(sequence)[-1], atol=1e-5)
+    longer = np.r_[sequence, more]
+    np.testing.assert_allclose(model.logits(longer), reference.logits(longer), atol=1e-5)
+
+
+def test_tree_interface_rejects_bad_arguments(model: TransformerModel) -> None:
+    model.logits(tokens(4))
+    with pytest.raises(ValueError, match="length"):
+        model.rollback(5)
+    with pytest.raises(TypeError, match="length"):
+        model.rollback(2.0)
+    with pytest.raises(ValueError, match="i"):
+        model.hidden_at(4)
+    model.score_tree(tokens(3), np.array([0, 1, 1]), np.array([[1, 0, 0], [1, 1, 0], [1, 0, 1]],
+                                                              dtype=bool))
+    with pytest.raises(ValueError, match="rows"):
+        model.commit_path([0, 3])  # the block has nodes 0..2 only
+    with pytest.raises(ValueError, match="rows"):
+        model.commit_path([1, 0])
+
+
+def test_blocks_are_named_and_positional(model: TransformerModel) -> None:
+    block = model.layers[0]
+    assert isinstance(block, Block) and len(block) == 8
+    assert block.c_attn_w is block[0] and block.mlp_c_proj_b is block[7]
+    d = CONFIG.d_model
+    assert block.c_attn_w.shape == (d, 3 * d) and block.c_fc_w.shape == (d, 4 * d)
+    assert block.attn_c_proj_w.shape == (d, d) and block.mlp_c_proj_w.shape == (4 * d, d)
 
 
 def test_probs_rows_sum_to_one(model: TransformerModel) -> None:
