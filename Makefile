@@ -22,7 +22,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test test-torch lint pytest nbval book book-student notebooks lab screenshots vendor clean distclean
+.PHONY: venv test test-torch lint pytest nbval book book-student figures notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -69,10 +69,12 @@ book: nbval
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
-# The same book with exercise solutions removed (sphinx-exercise `hide_solutions: true`).
-# Its config is _config.yml with solutions hidden and no source/.ipynb downloads (they
-# contain the solutions), generated from _config.yml so the two cannot drift.
+# The same book with exercise solutions removed (sphinx-exercise `hide_solutions: true`)
+# and without the teacher's guide. Its config is _config.yml with solutions hidden and no
+# source/.ipynb downloads (they contain the solutions), and its table of contents is
+# _toc.yml without book/teachers_guide; both are generated so they cannot drift.
 STUDENT_CONFIG := _build/_config_student.yml
+STUDENT_TOC := _build/_toc_student.yml
 
 book-student: venv
 	rm -rf _build/student && mkdir -p _build
@@ -82,9 +84,14 @@ book-student: venv
 	    ext = c['sphinx']['local_extensions']; \
 	    ext.update({k: '$(CURDIR)/' + v for k, v in ext.items()}); \
 	    yaml.safe_dump(c, open('$(STUDENT_CONFIG)', 'w'), sort_keys=False)"
+	$(BIN)/python scripts/student_toc.py _toc.yml $(STUDENT_TOC)
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config $(STUDENT_CONFIG) \
-	    --path-output _build/student
+	    --toc $(STUDENT_TOC) --path-output _build/student
 	@echo "Student book: $(CURDIR)/_build/student/_build/html/index.html"
+
+# The key figure of each chapter at slide size (16:9, large fonts), for teaching.
+figures: venv
+	$(BIN)/python scripts/figures.py _build/figures
 
 # Re-execute every notebook in place so committed outputs equal a fresh execution.
 notebooks: venv
