@@ -221,10 +221,19 @@ class KTable:
     k: np.ndarray  # [K] 1..K
     speedup: np.ndarray  # [K] S(k) = E(k) / D(k)
     gain: np.ndarray  # [K] α^(k+1): the tokens the (k+1)-th draft adds per step
-    cost: np.ndarray  # [K] S(k)·(c + Δr): the time it adds, in tokens at the rate S(k)
-    pays: np.ndarray  # [K] bool: gain > cost, i.e. S(k+1) > S(k)
+    price: np.ndarray  # [K] S(k)·(c + Δr): the time it adds, in tokens at the rate S(k)
+    pays: np.ndarray  # [K] bool: gain > price, i.e. S(k+1) > S(k)
     best_k: int  # the k the test stops at: the first where pays is False (K + 1 if none)
     argmax_k: int  # the k in 1..K + 1 with the largest S (the first, on a tie)
+
+    def __str__(self) -> str:
+        """The table as text, one row per k."""
+        lines = ["   k   S(k)   gain α^(k+1)   price S(k)(c + Δr)   one more pays"]
+        for k, speedup, gain, price, pays in zip(self.k, self.speedup, self.gain, self.price,
+                                                 self.pays, strict=True):
+            lines.append(f"  {k:2d}  {speedup:5.2f}  {gain:13.3f}  {price:19.3f}   "
+                         f"{'yes' if pays else 'no'}")
+        return "\n".join(lines)
 
 
 def best_k_table(alpha: float, c: float, verify_cost: float | np.ndarray = 1.0,
@@ -264,7 +273,7 @@ def best_k_table(alpha: float, c: float, verify_cost: float | np.ndarray = 1.0,
     speedup = np.asarray(expected_tokens_per_step(a, ks)) / (ks * c + r[ks])  # [K + 1]
     k = ks[:-1]  # [K]: the rows, where r(k + 2) is known too
     gain = a ** (k + 1.0)  # [K]
-    cost = speedup[:-1] * (c + r[k + 1] - r[k])  # [K]: r[k] = r(k + 1)
-    pays = gain > cost  # [K]
+    price = speedup[:-1] * (c + r[k + 1] - r[k])  # [K]: r[k] = r(k + 1)
+    pays = gain > price  # [K]
     stop = int(k[np.argmin(pays)]) if not pays.all() else int(ks[-1])
-    return KTable(k, speedup[:-1], gain, cost, pays, stop, int(ks[np.argmax(speedup)]))
+    return KTable(k, speedup[:-1], gain, price, pays, stop, int(ks[np.argmax(speedup)]))

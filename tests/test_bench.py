@@ -446,3 +446,16 @@ def test_ngram_draft_rows(result: dict) -> None:
         isolated = result["cost_curve"]["ratio"]
         assert r["predicted_speedup_isolated"] == pytest.approx(expected_speedup(
             r["alpha"], k, result["c_ngram"], verify_cost=isolated[k]))
+
+
+def test_format_bars_lists_every_bar_aligned_and_inside_the_table():
+    data = bench.read_json(Path(__file__).parent.parent / "results" / "bench.json")
+    text = bench.format_bars(data)
+    lines = text.splitlines()
+    assert len(lines) == len(data["bars"])
+    for line, bar in zip(lines, data["bars"], strict=True):
+        assert bar["name"] in line and line.rstrip().endswith(bar["status"])
+    # the threshold column starts at the same place on every line
+    starts = {line.index(bar["threshold"]) for line, bar in zip(lines, data["bars"], strict=True)}
+    assert len(starts) == 1
+    assert text in bench.format_table(data)

@@ -242,7 +242,7 @@ def test_best_k_table_columns():
     speed = np.array([brute_tokens(0.8, k) / (0.1 * k + curve[k]) for k in range(1, 8)])
     np.testing.assert_allclose(table.speedup, speed[:6])
     np.testing.assert_allclose(table.gain, 0.8 ** (table.k + 1.0))
-    np.testing.assert_allclose(table.cost, speed[:6] * (0.1 + 0.15))
+    np.testing.assert_allclose(table.price, speed[:6] * (0.1 + 0.15))
     np.testing.assert_array_equal(table.pays, speed[1:] > speed[:-1])
     flat = best_k_table(0.8, 0.1, k_max=12)
     assert len(flat.k) == 12 and flat.best_k == flat.argmax_k == optimal_k(0.8, 0.1, k_max=13)

@@ -27,6 +27,7 @@ from .config import (
 )
 from .report import (
     evaluate_bars,
+    format_bars,
     format_comparison,
     format_table,
     in_run_summary,
@@ -76,7 +77,7 @@ __all__ = ["BLAS_VARS", "FIELDS", "N_BOOT", "NGRAM_ORDER", "OPTIONAL_FIELDS", "Q
            "blas_info", "bootstrap_ci", "build_methods", "calibrate", "check_comparable",
            "check_result",
            "choose_prompts", "compare_runs", "cost_curve", "decode", "describe",
-           "ends_in_loop", "evaluate_bars", "format_comparison", "format_table",
+           "ends_in_loop", "evaluate_bars", "format_bars", "format_comparison", "format_table",
            "function_name", "in_run_costs", "in_run_ratios", "in_run_summary", "machine_info",
            "markdown_summary", "ngram_draft", "pin_blas_threads", "predictions",
            "profile_call", "profile_split", "read_json", "run", "schedule", "simulated_units",

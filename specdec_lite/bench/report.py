@@ -95,11 +95,19 @@ def format_table(data: dict) -> str:
         top = ", ".join(f"{name} {sec / prof['wall_s']:.1%}" for name, sec in prof["engine"][:4])
         lines.append(f"profile {label}: forwards {prof['forward_s'] / prof['wall_s']:.0%}, "
                      f"engine {engine / prof['wall_s']:.0%} ({top})")
-    lines += ["", "bars (reported, not asserted):"]
+    lines += ["", "bars (reported, not asserted):", format_bars(data)]
+    return "\n".join(lines + [f"note: {n}" for n in data["notes"]])
+
+
+def format_bars(data: dict) -> str:
+    """The project's performance bars of a JSON result, one aligned line each: name,
+    threshold, the value reached and PASS or MISS."""
+    width = max((len(b["name"]) for b in data["bars"]), default=0)
+    lines = []
     for b in data["bars"]:
         value = _f(b["value"], ".1%" if "overhead" in b["name"] else ".2f")
-        lines.append(f"  {b['name']:<38} {b['threshold']:<11} {value:>7}  {b['status']}")
-    return "\n".join(lines + [f"note: {n}" for n in data["notes"]])
+        lines.append(f"  {b['name']:<{width}}  {b['threshold']:<11} {value:>7}  {b['status']}")
+    return "\n".join(lines)
 
 
 def in_run_summary(data: dict, min_calls: int = 20) -> str:
