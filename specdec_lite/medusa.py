@@ -60,7 +60,7 @@ from .distributions import (
 )
 from .functional import sigmoid, silu, softmax, softmax32
 from .transformer import Output, TransformerModel, load_npz
-from .verify import check_rule, typical_cutoff, verify_checked
+from .verify import acceptance_mask, check_rule, typical_cutoff, verify_checked
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
 
@@ -475,10 +475,10 @@ def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: st
     parent_logits = logits[parent[1:]]  # [N, V]
     node = tokens[1:]  # [N]
     if temperature == 0 or rule == "greedy":
-        ok = parent_logits.argmax(axis=1) == node
+        ok = acceptance_mask(node, None, parent_logits, None, "greedy")
     else:
         p = apply_temperature(softmax(parent_logits), temperature)  # [N, V]
-        ok = p[np.arange(len(node)), node] > typical_cutoff(p, params["eps"], params["delta"])
+        ok = acceptance_mask(node, None, p, None, "typical", **params)
     return np.concatenate([[True], ok])
 
 

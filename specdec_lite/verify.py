@@ -85,20 +85,22 @@ def acceptance_mask(
 ) -> np.ndarray:
     """Per-position accept decisions [k] for ``rule``, before the prefix cut.
 
-    ``draft_probs`` is [k, V] and ``target_probs`` is [k, V] (the first k rows).
+    ``draft_probs`` is [k, V] and ``target_probs`` is [k, V] (the first k rows). The greedy
+    and typical tests read only ``target_probs`` (``draft_probs`` and ``rng`` may be None);
+    Medusa's tree verification calls them node by node.
     """
     k = len(draft_tokens)
-    if rule == "greedy":
+    if rule == "greedy":  # only the target's argmax matters: rows of logits work too
         return draft_tokens == target_probs.argmax(axis=-1)
     rows = np.arange(k)
     p_x = target_probs[rows, draft_tokens]  # [k]
+    if rule == "typical":  # a test on p alone: draft_probs may be None
+        return p_x > typical_cutoff(target_probs, rule_params["eps"], rule_params["delta"])
     q_x = draft_probs[rows, draft_tokens]  # [k]
     if rule == "exact":
         r = rng.random(k)  # [k] one uniform per draft position
         return r * q_x < p_x  # r < p/q without dividing: no NaN when q is tiny
-    if rule == "threshold":
-        return p_x > rule_params["theta"] * q_x
-    return p_x > typical_cutoff(target_probs, rule_params["eps"], rule_params["delta"])
+    return p_x > rule_params["theta"] * q_x  # threshold
 
 
 def typical_cutoff(p: np.ndarray, eps: float, delta: float) -> np.ndarray:

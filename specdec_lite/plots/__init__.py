@@ -14,8 +14,6 @@ math they draw comes from the library below them:
 * :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.theory`.
 """
 
-from ..theory import alpha_temperature_grid, speedup_curve
-from ..verify import output_law, sample_first_tokens
 from .acceptance import (
     THETA_GRID,
     plot_output_vs_target,
@@ -67,20 +65,13 @@ from .speedup import (
     plot_theory_multiples,
 )
 
-# The notebooks call these through ``plots``; their home is the library below:
-# alpha_temperature_grid (theory), sample_first_tokens (verify), and
-one_token_output = output_law  # specdec_lite.verify.output_law
-theory_speedup = speedup_curve  # specdec_lite.theory.speedup_curve
-
 __all__ = [
     "COLORS",
     "THETA_GRID",
     "VISIBLE_WHITESPACE",
     "Probs",
-    "alpha_temperature_grid",
     "bench_rows",
     "char_labels",
-    "one_token_output",
     "plot_acceptance_vs_k",
     "plot_alpha_along_text",
     "plot_alpha_heatmap",
@@ -114,8 +105,6 @@ __all__ = [
     "plot_tree",
     "plot_tree_mask",
     "plot_typical_tradeoff",
-    "sample_first_tokens",
     "setup_style",
-    "theory_speedup",
     "write_figures",
 ]
