@@ -112,6 +112,22 @@ def test_blog_claims_have_a_computed_verdict_each():
     assert f"{best['speedup']:.2f}×" in claims[0]["measured"]
 
 
+def test_blog_claim_of_automatic_benefit_counts_cis_not_medians():
+    def claim(ci_of):  # the last claim with every measured non-plain row's CI set by ci_of(row)
+        rows = [r | {"speedup_ci": ci_of(r)} if not r["simulated"]
+                and r["method"] != "autoregressive" else r for r in BENCH["rows"]]
+        return analysis.blog_claims({**BENCH, "rows": rows})[-1]
+
+    wide = claim(lambda r: [r["speedup"] - 1, r["speedup"] + 1])  # every CI contains 1
+    assert wide["verdict"].startswith("not shown")
+    first = MEASURED[1]["label"]
+    one_below = claim(lambda r: [0.8, 0.9] if r["label"] == first else [1.1, 1.2])
+    assert one_below["verdict"].startswith("does not hold")
+    assert f"CI below 1×: 1 of {len(MEASURED)} configurations; CI containing 1×: 0" in \
+        one_below["measured"]
+    assert claim(lambda r: [1.1, 1.2])["verdict"].startswith("all gain")
+
+
 def test_in_run_over_isolated_covers_the_target_sizes():
     entries = analysis.in_run_over_isolated(BENCH)
     sizes = {n for who, n, _, _ in entries if who == "target"}
@@ -129,8 +145,8 @@ def test_parameter_count_matches_the_shipped_weights():
     assert described["cpu"] == BENCH["machine"]["cpu_model"]
 
 
-def test_blas_info_and_linear_cost_curve():
+def test_blas_info_and_matmul_cost_curve():
     info = analysis.blas_info()
     assert set(info) == {"library", "version", "kernel"}
-    seconds = analysis.linear_cost_curve(32, [1, 2, 4], np.random.default_rng(0), repeats=3)
+    seconds = analysis.matmul_cost_curve(32, [1, 2, 4], np.random.default_rng(0), repeats=3)
     assert seconds.shape == (3,) and np.all(seconds > 0)

@@ -51,11 +51,13 @@ def test_bench_rows_selects_and_sorts():
 def test_speedup_vs_k_draws_theory_at_the_costs_the_runs_paid():
     fig = plots.plot_speedup_vs_k(BENCH, 0.0, 0.6)
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
-    paid = lines["Thm 3.8, costs in the runs, α = 0.60"]
+    paid = lines["S(k), in-run costs, α = 0.60"]
     np.testing.assert_array_equal(paid.get_xdata(), [1, 3])  # k + 1 in the runs' sizes
     np.testing.assert_allclose(paid.get_ydata(), expected_speedup(
         0.6, np.array([1, 3]), 0.12, verify_cost=np.array([1.6, 2.2])))
-    assert len(lines["Thm 3.8, isolated T(n), α = 0.60"].get_xdata()) == 3
+    assert len(lines["S(k), isolated r(n), α = 0.60"].get_xdata()) == 3
+    simulated = bool(plots.bench_rows(BENCH, "speculative", 0.0, simulated=True))
+    assert any(label.startswith("S(k), SIMULATED") for label in lines) == simulated
     plt.close(fig)
 
 

@@ -177,10 +177,10 @@ def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
                       ax: plt.Axes | None = None, title: str | None = None,
                       method: str = "speculative") -> plt.Figure:
     """Draft-model speedup against k at one temperature: the measured medians with their
-    95% CIs (dots), the prediction from each row's measured τ (crosses), and Thm 3.8 at
-    one ``alpha`` with the costs the runs paid (dashed, at the k the runs verified) and
-    with the isolated cost curve (dotted). SIMULATED rows, if the run has them, in grey
-    squares with their own theory curve (flat cost up to the width).
+    95% CIs (dots), the prediction from each row's measured τ (crosses), and S(k) =
+    E(k)/(k·c + r(k+1)) at one ``alpha`` with the costs the runs paid (dashed, at the k the
+    runs verified) and with the isolated cost curve (dotted). SIMULATED rows, if the run
+    has them, in grey squares with their own grey dotted S(k) (flat cost up to the width).
     ``method``: ``"speculative"`` (the draft GPT, cost c) or ``"ngram"`` (cost c_ngram)."""
     fig, ax = figure_axes(ax, figsize=(6, 3.8))
     rows = bench_rows(data, method, temperature)
@@ -188,21 +188,22 @@ def plot_speedup_vs_k(data: dict, temperature: float, alpha: float,
     grid = np.arange(1, ks.max() + 1)
     draft = "c" if method == "speculative" else "c_ngram"
     ax.plot(grid, speedup_curve(alpha, grid, data[draft], data["cost_curve"]["ratio"]), ":",
-            color=COLORS["target"], alpha=0.6, label=f"Thm 3.8, isolated T(n), α = {alpha:.2f}")
+            color=COLORS["target"], alpha=0.6, label=f"S(k), isolated r(n), α = {alpha:.2f}")
     paid = data.get("in_run_costs")
     if paid and paid["n"] and paid[draft] is not None:
         run = speedup_curve(alpha, grid, paid[draft], paid["ratio"], sizes=paid["n"])  # [len(grid)]
         known = np.isfinite(run)  # the k whose k + 1 tokens the runs verified in one forward
         ax.plot(grid[known], run[known], "--",
                 color=COLORS["target"], alpha=0.8,
-                label=f"Thm 3.8, costs in the runs, α = {alpha:.2f}")
+                label=f"S(k), in-run costs, α = {alpha:.2f}")
     _errorbar(ax, rows, ks, fmt="o-", color=COLORS["target"], label="measured (95% CI)")
     ax.plot(ks, _predicted(rows), "x", color=COLORS["theory"],
             ms=8, label="predicted from measured τ")
     sim = bench_rows(data, method, temperature, simulated=True)
     if sim:
         width = data["settings"]["simulate_width"]
-        ax.plot(grid, speedup_curve(alpha, grid, data[draft], width=width), ":", color="#888888")
+        ax.plot(grid, speedup_curve(alpha, grid, data[draft], width=width), ":", color="#888888",
+                label=f"S(k), SIMULATED r(n) = ceil(n/{width})")
         _errorbar(ax, sim, np.array([r["k"] for r in sim]), fmt="s-", color="#888888",
                   mfc="white", label=f"SIMULATED accelerator (W = {width})")
     ax.axhline(1.0, color=COLORS["theory"], lw=0.8)
