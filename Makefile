@@ -22,7 +22,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test test-torch lint pytest nbval book book-student figures notebooks lab screenshots vendor clean distclean
+.PHONY: venv test test-torch lint pytest nbval book book-student figures slides notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -92,6 +92,12 @@ book-student: venv
 # The key figure of each chapter at slide size (16:9, large fonts), for teaching.
 figures: venv
 	$(BIN)/python scripts/figures.py _build/figures
+
+# One offline reveal.js deck per chapter, from the committed notebooks (nothing executed):
+# section headings, predict-then-run questions, figures, the summary, and cells tagged
+# `slides`. Serve _build/slides (python -m http.server) and open a chapter's .html.
+slides: venv
+	$(BIN)/python scripts/slides.py _build/slides
 
 # Re-execute every notebook in place so committed outputs equal a fresh execution.
 notebooks: venv

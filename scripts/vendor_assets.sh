@@ -7,11 +7,14 @@
 #   requirejs                    2.3.8   MIT           AMD loader used by the widget manager
 #   @jupyter-widgets/html-manager 1.0.15 BSD-3-Clause  renders saved ipywidgets state in HTML
 #                                                     (1.0.x matches ipywidgets 8.1.x)
+#   reveal.js                    4.0.2   MIT           slide decks of `make slides`
+#                                                     (white theme, its Source Sans Pro fonts: OFL)
 set -euo pipefail
 
 MATHJAX_VERSION=3.2.2
 REQUIREJS_VERSION=2.3.8
 HTML_MANAGER_VERSION=1.0.15
+REVEAL_VERSION=4.0.2
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="$root/book/vendor"
@@ -22,14 +25,14 @@ command -v npm >/dev/null || { echo "vendor_assets: npm is needed (apt-get insta
 
 cd "$work"
 npm pack --silent "mathjax@$MATHJAX_VERSION" "requirejs@$REQUIREJS_VERSION" \
-    "@jupyter-widgets/html-manager@$HTML_MANAGER_VERSION" >/dev/null
-for pkg in mathjax requirejs html-manager; do
+    "@jupyter-widgets/html-manager@$HTML_MANAGER_VERSION" "reveal.js@$REVEAL_VERSION" >/dev/null
+for pkg in mathjax requirejs html-manager reveal.js; do
     mkdir "$pkg"
     tar xzf ./*"$pkg"-*.tgz -C "$pkg" --strip-components=1
 done
 
-rm -rf "$dest/mathjax" "$dest/requirejs" "$dest/html-manager"
-mkdir -p "$dest/mathjax" "$dest/requirejs" "$dest/html-manager"
+rm -rf "$dest/mathjax" "$dest/requirejs" "$dest/html-manager" "$dest/reveal.js"
+mkdir -p "$dest/mathjax" "$dest/requirejs" "$dest/html-manager" "$dest/reveal.js"
 
 # MathJax: the combined TeX+MathML -> CHTML component, the woff-v2 fonts it loads, the TeX
 # extensions it autoloads (\boldsymbol, \cancel, ...) and the menu/accessibility pieces the
@@ -53,5 +56,15 @@ cp "$hm/embed.js.LICENSE.txt" "$dest/html-manager/THIRD_PARTY_LICENSES.txt"
 cp "$hm"/*.woff2 "$hm"/*.woff "$hm"/*.ttf "$dest/html-manager/"
 # drop the source-map comments: the .map files are not shipped
 sed -i 's|^//# sourceMappingURL=.*$||' "$dest/html-manager/embed-amd.js"
+
+# reveal.js: the UMD build, its stylesheet, the white theme and the woff files of the font
+# that theme imports (browsers that read woff ignore the eot/ttf entries of its CSS).
+rv="$work/reveal.js"
+mkdir -p "$dest/reveal.js/theme/fonts/source-sans-pro"
+cp "$rv/dist/reveal.js" "$rv/dist/reveal.css" "$rv/LICENSE" "$dest/reveal.js/"
+cp "$rv/dist/theme/white.css" "$dest/reveal.js/theme/"
+font="$rv/dist/theme/fonts/source-sans-pro"
+cp "$font/source-sans-pro.css" "$font"/*.woff "$font/LICENSE" "$dest/reveal.js/theme/fonts/source-sans-pro/"
+sed -i 's|^//# sourceMappingURL=.*$||' "$dest/reveal.js/reveal.js"
 
 du -sh "$dest"/*
