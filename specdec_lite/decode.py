@@ -57,15 +57,17 @@ class Step:
         """(token, kind) for the step's proposal, left to right, then its extra token.
 
         A proposed token is ``"accepted"`` (kept and emitted), ``"rejected"`` (the first
-        one the target turned down) or ``"unchecked"`` (after the rejection, which the
-        target never judged, or kept but cut off by EOS). The extra token follows as
-        ``"correction"``, ``"bonus"`` or ``"sample"``, unless EOS came before it.
+        one the target turned down), ``"unchecked"`` (after the rejection, which the
+        target never judged) or ``"cut"`` (judged and accepted, so counted in
+        ``n_accepted``, but cut off after an EOS token, or by ``max_new_tokens`` in Medusa's
+        loop, so never emitted). The extra token follows
+        as ``"correction"``, ``"bonus"`` or ``"sample"``, unless EOS came before it.
         """
         n_emitted = len(self.emitted)
         kinds = []
         for i, token in enumerate(self.proposed):
             if i < self.n_accepted:
-                kinds.append((token, "accepted" if i < n_emitted else "unchecked"))
+                kinds.append((token, "accepted" if i < n_emitted else "cut"))
             else:
                 kinds.append((token, "rejected" if i == self.n_accepted else "unchecked"))
         if n_emitted == self.n_accepted + 1:  # the extra token survived (no EOS before it)

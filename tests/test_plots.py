@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specdec_lite import TableModel, chain_tree, plots, speculative_generate, theory
+from specdec_lite import TableModel, chain_tree, generate, plots, speculative_generate, theory
 from specdec_lite.medusa import make_tree
 from specdec_lite.tokenizer import CharTokenizer
 from specdec_lite.verify import output_law
@@ -69,6 +69,11 @@ def test_chapter_3_figures_draw():
     fig = plots.plot_trace(gens[0], tok, max_steps=4)
     kinds = [kind for step in gens[0].steps[:4] for _, kind in step.token_kinds()]
     assert len(fig.axes[0].patches) == len(kinds)  # one cell per token kind
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "target's token, nothing drafted" not in labels  # no step drafted nothing
+    plain = generate(target, [0], max_new_tokens=3, seed=1)  # every step drafts nothing
+    labels = [t.get_text() for t in plots.plot_trace(plain, tok).axes[0].get_legend().get_texts()]
+    assert "target's token, nothing drafted" in labels
     ks = np.array([1, 2, 4])
     figures = [
         plots.plot_traces(gens, tok, max_steps=3),

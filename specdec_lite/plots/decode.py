@@ -19,14 +19,28 @@ def _visible(text: str) -> str:
     return "".join(VISIBLE_WHITESPACE.get(ch, ch) for ch in text)
 
 
-def _trace_legend_handles() -> list:
-    return [
+def _trace_legend_handles(cut: bool = False, sample: bool = False) -> list:
+    """The trace legend; ``cut`` adds drafts accepted but cut off (by EOS, or by
+    ``max_new_tokens`` in Medusa's loop), ``sample`` the target's own token of a step
+    that drafted nothing (a prefill call)."""
+    handles = [
         Patch(facecolor=COLORS["accepted"], alpha=0.45, label="accepted draft"),
         Patch(facecolor=COLORS["rejected"], alpha=0.3, label="rejected draft"),
         Patch(facecolor="none", edgecolor="#bbbbbb", label="never checked"),
         Patch(facecolor=COLORS["correction"], alpha=0.7, label="correction"),
         Patch(facecolor=COLORS["bonus"], alpha=0.4, label="bonus"),
     ]
+    if cut:
+        handles.append(Patch(facecolor=COLORS["accepted"], alpha=0.15, edgecolor="#999999",
+                             label="accepted, cut off"))
+    if sample:
+        handles.append(Patch(facecolor=COLORS["target"], alpha=0.15,
+                             label="target's token, nothing drafted"))
+    return handles
+
+
+def _has_cut(steps) -> bool:
+    return any(role == "cut" for s in steps for _, role in s.token_kinds())
 
 
 def plot_trace(
@@ -43,10 +57,14 @@ def plot_trace(
     Each row shows what the draft proposed, left to right: accepted tokens (green), the
     first rejected token (red, struck through), the proposal after it, which the target
     never checked (faded, struck through), and then the one extra token the step
-    emitted: a correction (amber) or a bonus (blue). The number on the right is how many
-    tokens the step emitted. Spaces are drawn as '·' and newlines as '↵'. Only the first
-    ``max_steps`` steps are drawn (all by default). The default title gives k, the tokens
-    emitted and the target calls of the whole generation, and τ.
+    emitted: a correction (amber) or a bonus (blue). Drafts accepted but cut off (by EOS,
+    or Medusa's ``max_new_tokens``) are drawn pale green and struck through: judged,
+    accepted, never emitted. A step that drafted nothing (Medusa's first, prefill call)
+    shows only the target's own token, pale blue. The number on the right is how many
+    tokens the step emitted.
+    Spaces are drawn as '·' and newlines as '↵'. Only the first ``max_steps`` steps are
+    drawn (all by default). The default title gives k, the tokens emitted and the target
+    calls of the whole generation, and τ.
     """
     steps = generation.steps if max_steps is None else generation.steps[:max_steps]
     rows = [s.token_kinds() for s in steps]  # [n_steps] lists of (token, role)
@@ -56,6 +74,7 @@ def plot_trace(
         "accepted": (COLORS["accepted"], 0.45),
         "rejected": (COLORS["rejected"], 0.3),
         "unchecked": ("none", 1.0),
+        "cut": (COLORS["accepted"], 0.15),
         "correction": (COLORS["correction"], 0.7),
         "bonus": (COLORS["bonus"], 0.4),
         "sample": (COLORS["target"], 0.15),
@@ -66,10 +85,12 @@ def plot_trace(
             face, alpha = fill[role]
             ax.add_patch(
                 Rectangle((x - 0.46, y - 0.42), 0.92, 0.84, facecolor=face, alpha=alpha,
-                          edgecolor="#bbbbbb" if role == "unchecked" else "none", lw=0.8)
+                          edgecolor="#bbbbbb" if role in ("unchecked", "cut") else "none",
+                          lw=0.8)
             )
-            struck = role in ("rejected", "unchecked")
-            color = {"rejected": COLORS["rejected"], "unchecked": "#999999"}.get(role, "black")
+            struck = role in ("rejected", "unchecked", "cut")
+            color = {"rejected": COLORS["rejected"], "unchecked": "#999999",
+                     "cut": "#999999"}.get(role, "black")
             ax.text(x, y, _visible(tokenizer.decode([token])), ha="center", va="center",
                     family="monospace", fontsize=11, color=color)
             if struck:
@@ -88,8 +109,10 @@ def plot_trace(
         )
     ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(handles=_trace_legend_handles(), loc="upper center", ncol=3, fontsize=8,
-                  frameon=False, bbox_to_anchor=(0.5, 0.0), handlelength=1.2)
+        sample = any(s.extra == "sample" and s.emitted for s in steps)
+        ax.legend(handles=_trace_legend_handles(_has_cut(steps), sample), loc="upper center",
+                  ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0),
+                  handlelength=1.2)
     return fig
 
 
@@ -106,7 +129,8 @@ def plot_traces(generations: list, tokenizer, max_steps: int = 8) -> plt.Figure:
         title = f"k = {k}: τ = {g.tau:.2f}"
         plot_trace(g, tokenizer, max_steps=max_steps, ax=ax, legend=False, title=title)
         ax.set_anchor("N")  # top-align panels of different widths
-    fig.legend(handles=_trace_legend_handles(), loc="lower center", ncol=5, fontsize=8,
+    cut = any(_has_cut(g.steps[:max_steps]) for g in generations)
+    fig.legend(handles=_trace_legend_handles(cut), loc="lower center", ncol=5, fontsize=8,
                frameon=False)
     fig.subplots_adjust(bottom=0.12, wspace=0.05)
     return fig
