@@ -98,7 +98,7 @@ def plot_head_accuracy(accuracies: dict[str, np.ndarray], ax: plt.Axes | None = 
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy on held-out text")
     ax.legend(fontsize=8, frameon=False, loc="upper right")
-    ax.set_title("Medusa heads: accuracy falls with the offset")
+    ax.set_title("Medusa heads: top-1 and top-5 accuracy by offset")
     fig.tight_layout()
     return fig
 
