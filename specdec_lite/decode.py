@@ -79,10 +79,7 @@ class Step:
 class Generation:
     """The result of a decoder: new tokens, call counts and a per-step trace.
 
-    The metrics are defined in this module's docstring. The names ``target_calls``,
-    ``draft_calls``, ``proposed``, ``checked``, ``per_token_acceptance`` and
-    ``mean_tokens_per_step`` are deprecated aliases of the ``n_*``, ``alpha`` and
-    ``tau`` names; they still work and will be removed.
+    The metrics are defined in this module's docstring.
     """
 
     tokens: np.ndarray  # [n_new]
@@ -124,39 +121,6 @@ class Generation:
     def tau(self) -> float:
         """τ = emitted tokens / target calls (0.0 before any call)."""
         return len(self.tokens) / self.n_target_calls if self.n_target_calls else 0.0
-
-    # Deprecated aliases, kept while the notebooks, bench and cli move to the names above.
-
-    @property
-    def target_calls(self) -> int:
-        """Deprecated alias of ``n_target_calls``."""
-        return self.n_target_calls
-
-    @property
-    def draft_calls(self) -> int:
-        """Deprecated: ``n_draft_calls + n_head_calls`` (it counted Medusa's head calls as
-        draft calls)."""
-        return self.n_draft_calls + self.n_head_calls
-
-    @property
-    def proposed(self) -> int:
-        """Deprecated alias of ``n_proposed``."""
-        return self.n_proposed
-
-    @property
-    def checked(self) -> int:
-        """Deprecated alias of ``n_checked``."""
-        return self.n_checked
-
-    @property
-    def per_token_acceptance(self) -> float:
-        """Deprecated alias of ``alpha``."""
-        return self.alpha
-
-    @property
-    def mean_tokens_per_step(self) -> float:
-        """Deprecated alias of ``tau``."""
-        return self.tau
 
 
 def _check_cuts(

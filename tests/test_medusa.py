@@ -191,7 +191,6 @@ def test_trace_and_counts() -> None:
     assert len(gen.tokens) == 20
     assert gen.n_target_calls == len(gen.steps) and gen.n_head_calls == len(gen.steps) - 1
     assert gen.n_draft_calls == 0  # Medusa has no draft model: its proposals are head calls
-    assert gen.draft_calls == gen.n_head_calls  # the deprecated name counted head calls
     assert sum(len(s.emitted) for s in gen.steps) == 20
     for step in gen.steps[1:-1]:
         assert len(step.emitted) == step.n_accepted + 1
