@@ -49,6 +49,8 @@ def test_overlap_figure_reports_alpha_over_all_tokens():
     fig = plots.plot_overlap(P, Q, LABELS, n_show=2)
     note = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("α")][0]
     assert f"{theory.acceptance_probability(P, Q):.3f}" in note
+    fig = plots.plot_overlap(P, Q, LABELS, symbol="β")
+    assert any(t.get_text().startswith("β = Σ min(p, q)") for t in fig.axes[0].texts)
 
 
 def test_chapter_2_figures_draw_the_exact_laws():

@@ -86,6 +86,7 @@ def plot_overlap(
     *,
     n_show: int | None = None,
     legend: bool = True,
+    symbol: str = "α",
 ) -> plt.Figure:
     """The overlap of target ``p`` [V] and draft ``q`` [V], token by token.
 
@@ -94,6 +95,8 @@ def plot_overlap(
     still needs, or the excess max(0, q − p), which the draft over-proposes. Short
     horizontal lines mark p(x) and q(x). The corner shows α and TV(p, q) = 1 − α over
     *all* V tokens, even when only the ``n_show`` heaviest (by max(p, q)) are drawn.
+    ``symbol`` names the overlap in the corner: "α", or "β" for the overlap at one
+    position where a text keeps α for its average over positions.
     """
     p = check_probs(p, "p")  # [V]
     q = check_probs(q, "q", vocab_size=p.shape[-1])  # [V]
@@ -106,7 +109,7 @@ def plot_overlap(
     ax.bar(x, shared, width=0.8, color=COLORS["overlap"], label="min(p, q): shared")
     ax.bar(
         x, missing, bottom=shared, width=0.8, facecolor="white", edgecolor=COLORS["residual"],
-        hatch="///", linewidth=0.8, label="max(0, p − q): residual",
+        hatch="///", linewidth=0.8, label="max(0, p − q): residual mass",
     )
     ax.bar(
         x, excess, bottom=shared, width=0.8, facecolor="white", edgecolor=COLORS["draft"],
@@ -117,7 +120,7 @@ def plot_overlap(
               label="q (draft)")
     token_ticks(ax, ids, labels)
     alpha = float(shared.sum() if len(ids) == p.shape[0] else np.minimum(p, q).sum())
-    note = f"α = Σ min(p, q) = {alpha:.3f}\nTV(p, q) = {float(tv_distance(p, q)):.3f}"
+    note = f"{symbol} = Σ min(p, q) = {alpha:.3f}\nTV(p, q) = {float(tv_distance(p, q)):.3f}"
     ax.text(0.98, 0.95, note, transform=ax.transAxes, ha="right", va="top", fontsize=9,
             bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
     ax.set_ylim(0, 1.12 * float(np.maximum(p, q)[ids].max()))
