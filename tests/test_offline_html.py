@@ -5,6 +5,8 @@ table-of-contents check always runs.
 """
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,31 @@ def test_vendored_sources_exist():
     vendor = ROOT / "book" / "vendor"
     for asset in ["mathjax/tex-mml-chtml.js", "requirejs/require.js", "html-manager/embed-amd.js"]:
         assert (vendor / asset).is_file(), f"missing {asset}: run scripts/vendor_assets.sh"
+
+
+def test_student_toc_drops_only_the_teachers_guide(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    out = tmp_path / "toc.yml"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "student_toc.py"),
+                    str(ROOT / "_toc.yml"), str(out)], check=True)
+    book = list(_toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text())))
+    student = list(_toc_files(yaml.safe_load(out.read_text())))
+    assert "book/teachers_guide" in book
+    assert student == [entry for entry in book if entry != "book/teachers_guide"]
+
+
+def test_student_build_has_no_solutions_and_no_guide():
+    build, book = BUILD_DIRS[1], BUILD_DIRS[0]
+    if not (build.is_dir() and book.is_dir()):
+        pytest.skip("run `make book` and `make book-student` first")
+    assert (book / "book" / "teachers_guide.html").is_file()
+    assert not (build / "book" / "teachers_guide.html").exists()
+    solution = re.compile(r'class="[^"]*\bsolution\b')
+    chapters = sorted((build / "notebooks").glob("*.html"))
+    assert chapters
+    for page in chapters:
+        html = page.read_text(encoding="utf-8")
+        assert not solution.search(html), page.name
+        assert "teachers_guide" not in html, page.name
+    # the teacher's build does show them
+    assert solution.search((book / "notebooks" / "02_acceptance.html").read_text("utf-8"))
