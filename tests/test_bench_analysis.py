@@ -150,3 +150,28 @@ def test_blas_info_and_matmul_cost_curve():
     assert set(info) == {"library", "version", "kernel"}
     seconds = analysis.matmul_cost_curve(32, [1, 2, 4], np.random.default_rng(0), repeats=3)
     assert seconds.shape == (3,) and np.all(seconds > 0)
+
+
+def test_largest_drops_names_one_link_per_row():
+    rows = [r for r in analysis.rows_of(BENCH) if r["method"] != "autoregressive"]
+    drops = analysis.largest_drops(BENCH, rows)
+    assert list(drops) == [r["label"] for r in rows]
+    for row in rows:
+        assert drops[row["label"]] == analysis.largest_drop(analysis.gap_chain(BENCH, row))
+
+
+def test_price_moves_on_a_hand_made_comparison():
+    comparison = {"costs": {"T(1) ms": [2.0, 1.0], "r(2)": [1.0, 1.2], "c": [0.1, 0.1],
+                            "run r(2)": [1.5, 1.53], "run c": [0.2, 0.19]}}
+    moves = analysis.price_moves(comparison)
+    assert moves["isolated"] == pytest.approx(0.2)  # T(1) in ms is not a price
+    assert moves["in-run"] == pytest.approx(0.05)
+
+
+def test_overhead_ranges_bound_every_row():
+    for t in (0.0, 1.0):
+        ranges = analysis.overhead_ranges(BENCH, t)
+        assert set(ranges) == {"autoregressive", "speculative", "ngram", "medusa"}
+        for method, (least, most) in ranges.items():
+            shares = [r["overhead"] for r in analysis.rows_of(BENCH, method, t)]
+            assert (least, most) == (min(shares), max(shares))

@@ -153,6 +153,30 @@ def largest_drop(chain: dict[str, float]) -> str:
     return names[int(np.argmax(drops)) + 1]
 
 
+def largest_drops(data: dict, rows: list[dict]) -> dict[str, str]:
+    """{row label: the link of its gap chain with the largest step down} for ``rows``."""
+    return {r["label"]: largest_drop(gap_chain(data, r)) for r in rows}
+
+
+def price_moves(comparison: dict) -> dict[str, float]:
+    """The largest relative move of each set of prices between the two runs of a
+    ``compare_runs`` result: {"isolated": ..., "in-run": ...}. Prices are in units of
+    T(1), so T(1) itself (in ms) is left out."""
+    moved = {name: abs(second / first - 1) for name, (first, second)
+             in comparison["costs"].items() if name != "T(1) ms"}
+    return {"isolated": max(x for name, x in moved.items() if not name.startswith("run")),
+            "in-run": max(x for name, x in moved.items() if name.startswith("run"))}
+
+
+def overhead_ranges(data: dict, temperature: float,
+                    methods: tuple[str, ...] = ("autoregressive", "speculative", "ngram",
+                                                "medusa")) -> dict[str, tuple[float, float]]:
+    """{method: (smallest, largest) engine overhead over its measured rows} at one
+    temperature: the share of a run's time spent outside the model forwards."""
+    shares = {m: [r["overhead"] for r in rows_of(data, m, temperature)] for m in methods}
+    return {m: (min(x), max(x)) for m, x in shares.items() if x}
+
+
 def gap_factors(data: dict, rows: list[dict]) -> dict[str, float]:
     """For each link of the gap chain after the isolated prediction, the median over
     ``rows`` of (this link ÷ the one before it): what each cost takes off a typical row."""
