@@ -26,9 +26,14 @@ BOOK_FLAGS := -W -n --keep-going --all
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# requirements.txt pins the book and test toolchain; each requirements-<extra>.txt pins one
+# optional extra (serving, metrics, browser edition, ...) that the book and tests use. They are
+# resolved together in one pip call, so `pip check` sees one consistent environment.
+REQUIREMENTS := $(sort $(wildcard requirements*.txt))
+
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q $(foreach f,$(REQUIREMENTS),-r $(f))
 	$(BIN)/python -m pip install -q --no-deps -e .
 	$(BIN)/python -m pip check
 	touch $@
