@@ -118,6 +118,31 @@ def check_prompt(prompt: object, vocab_size: int) -> np.ndarray:
     return prompt
 
 
+def model_window(model: object, name: str) -> int | None:
+    """The most tokens ``model`` can read in one call: its ``max_len`` attribute, else its
+    ``config.max_len`` (a :class:`specdec_lite.transformer.TransformerModel` has 256 for
+    the shipped GPT), else ``None`` for a model without a window (n-grams, tables).
+    A window that is there but not an integer >= 1 raises, naming ``name.max_len``."""
+    window = getattr(model, "max_len", None)
+    if window is None:
+        window = getattr(getattr(model, "config", None), "max_len", None)
+    return None if window is None else check_int(window, f"{name}.max_len", 1)
+
+
+def check_window(model: object, name: str, n_prompt: int, max_new_tokens: int,
+                 n_read: int) -> None:
+    """Refuse a run in which ``model`` would be asked to read ``n_read`` tokens in one
+    call, more than its :func:`model_window`, before any work is done: ``ValueError``
+    naming ``max_new_tokens`` and the numbers. ``n_read`` is what the decoder computed
+    from ``n_prompt`` and ``max_new_tokens`` (the longest prefix it ever passes)."""
+    window = model_window(model, name)
+    if window is not None and n_read > window:
+        raise ValueError(
+            f"max_new_tokens: prompt ({n_prompt}) + max_new_tokens ({max_new_tokens}) means "
+            f"{name} reads {n_read} tokens in its last call, more than its max_len {window}"
+        )
+
+
 def check_eos(eos_id: int | None, vocab_size: int) -> int | None:
     """``None`` (no end-of-sequence token), or a token id in [0, vocab_size)."""
     if eos_id is None:

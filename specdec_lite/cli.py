@@ -94,6 +94,8 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
                            help=f"{help_text} (default {getattr(default, name.replace('-', '_'))})")
     bench.add_argument("--seed", type=_integer, default=0, help="random seed (default 0)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--hf", action="store_true", help="add the transformers rows "
+                       "(specdec_lite.bench.hf; needs the hf extra)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,7 +181,7 @@ def _check_output(option: str, path: str | None, folder: bool) -> None:
 
 def _read_reference(path: str, settings: dict) -> dict:
     """The ``--compare`` result, checked against the schema and the run's settings."""
-    from .bench import check_comparable, read_json
+    from .bench import check_comparable, compare_runs, format_comparison, read_json
 
     if not Path(path).is_file():
         raise ValueError(f"--compare needs a JSON result file, got {path!r}")
@@ -191,7 +193,22 @@ def _read_reference(path: str, settings: dict) -> dict:
         check_comparable(reference, settings)
     except ValueError as err:
         raise ValueError(f"--compare {path}: {err}") from None
+    try:  # a dry run of the comparison on the reference alone, so nothing fails after the run
+        format_comparison(compare_runs(reference, reference))
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise ValueError(f"--compare {path}: the reference cannot be compared "
+                         f"({type(err).__name__}: {err})") from None
     return reference
+
+
+def _check_plotting(path: str | None) -> None:
+    """``--plot`` needs matplotlib (the ``book`` extra): say so before the run, not after."""
+    if path is None:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'specdec_lite[book]'") from None
 
 
 def _run_bench(args: argparse.Namespace) -> None:
@@ -199,13 +216,21 @@ def _run_bench(args: argparse.Namespace) -> None:
 
     _check_output("--json", args.json, folder=False)  # bad paths fail before the run
     _check_output("--plot", args.plot, folder=True)
+    _check_plotting(args.plot)
     settings = _bench_settings(args).check()
     reference = None
     if args.compare is not None:
         reference = _read_reference(args.compare, settings.as_json())
     if not set(bench.BLAS_VARS) & set(os.environ):
         bench.pin_blas_threads(1)  # as make bench does with OPENBLAS_NUM_THREADS=1
+    if args.hf:
+        from .bench.hf import format_hf, require_hf, run_hf
+
+        require_hf()  # before the run, not after it
     data = bench.run(settings, progress=not args.no_progress).to_json()
+    if args.hf:
+        data["hf"] = run_hf(settings, progress=not args.no_progress)
+        print(format_hf(data["hf"]))
     if reference is not None:
         data["comparison"] = bench.compare_runs(reference, data)
     print(bench.format_table(data))

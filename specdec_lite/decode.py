@@ -19,6 +19,12 @@ was emitted. Its metrics, each defined once (names as in the papers):
   (Medusa head calls): forward passes of each kind.
 
 Each is 0.0 (or 0) when there is nothing to divide by, as in plain decoding.
+
+Context windows: a model with a window (``max_len``, or ``config.max_len`` as the
+shipped GPT has, 256 positions; see :func:`specdec_lite.checks.model_window`) is never
+asked to read more than it holds. Both decoders refuse such a run up front, before any
+model call, with a ``ValueError`` naming ``max_new_tokens``; they do not slide the
+window. A model without one (an n-gram) is unbounded.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import check_eos, check_int, check_prompt
+from .checks import check_eos, check_int, check_prompt, check_window
 from .distributions import (
     as_generator,
     check_temperature,
@@ -157,10 +163,16 @@ def generate(
     ``top_k``, then ``top_p`` (None skips a cut; greedy decoding, ``temperature=0``,
     ignores both). Stops after ``max_new_tokens`` tokens, or after emitting ``eos_id``
     (included).
+
+    The last call reads prompt + max_new_tokens - 1 tokens; if that is more than the
+    model's window (``max_len`` or ``config.max_len``), the run is refused before any
+    call with a ``ValueError`` naming ``max_new_tokens``.
     """
     vocab = check_model(model, "model")
     prompt = check_prompt(prompt, vocab)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
+    check_window(model, "model", len(prompt), max_new_tokens,
+                 len(prompt) + max_new_tokens - 1 if max_new_tokens else 0)
     temperature = check_temperature(temperature)
     top_k, top_p = _check_cuts(top_k, top_p, temperature)
     eos_id = check_eos(eos_id, vocab)
@@ -209,6 +221,11 @@ def speculative_generate(
     ``temperature=0`` drafts and verifies greedily and ignores the two cuts. Near the
     end fewer than ``k`` tokens are drafted, so exactly ``max_new_tokens`` tokens come
     out unless ``eos_id`` came first.
+
+    Because of that, the target never reads more than prompt + max_new_tokens - 1
+    tokens and the draft more than prompt + max_new_tokens - 2, whatever ``k`` is. A run
+    that would pass either model's window (``max_len`` or ``config.max_len``) is refused
+    before any call with a ``ValueError`` naming ``max_new_tokens``.
     """
     k = check_int(k, "k", 1)
     vocab = check_model(target, "target")
@@ -217,6 +234,12 @@ def speculative_generate(
         raise ValueError(f"draft.vocab_size={draft_vocab} differs from target.vocab_size={vocab}")
     prompt = check_prompt(prompt, vocab)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
+    # k_step below keeps the last check at prompt + max_new_tokens - 1 tokens, its drafts
+    # one shorter (and there are none when max_new_tokens < 2)
+    check_window(target, "target", len(prompt), max_new_tokens,
+                 len(prompt) + max_new_tokens - 1 if max_new_tokens else 0)
+    check_window(draft, "draft", len(prompt), max_new_tokens,
+                 len(prompt) + max_new_tokens - 2 if max_new_tokens >= 2 else 0)
     temperature = check_temperature(temperature)
     top_k, top_p = _check_cuts(top_k, top_p, temperature)
     eos_id = check_eos(eos_id, vocab)

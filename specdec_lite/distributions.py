@@ -31,6 +31,23 @@ def as_generator(seed: int | np.random.Generator | None) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def as_rng(rng: object, name: str = "rng") -> object:
+    """A source of uniforms for one draw: a Generator as it is, an int seed as
+    ``np.random.default_rng(seed)``, or any object with a ``random()`` method (a scripted
+    stream in a test). Anything else (None, a bool, a float) raises ``TypeError`` naming
+    ``name``; a negative seed ``ValueError``."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        if rng < 0:
+            raise ValueError(f"{name} must be a non-negative seed, got {rng}")
+        return np.random.default_rng(int(rng))
+    if isinstance(rng, bool) or not callable(getattr(rng, "random", None)):
+        raise TypeError(f"{name} must be a numpy Generator or an int seed, "
+                        f"got {type(rng).__name__}")
+    return rng
+
+
 def check_temperature(temperature: float) -> float:
     """Return ``temperature`` as a float, rejecting negatives, NaN, infinity and non-numbers."""
     return check_real(temperature, "temperature", minimum=0.0)
@@ -139,14 +156,37 @@ def warp(
     return truncate(p, check_top_k(top_k), check_top_p(top_p))
 
 
-def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
-    """Draw one token from a single row ``[V]`` by inverse CDF with one uniform from ``rng``.
+def sample(probs: np.ndarray, rng: int | np.random.Generator) -> int:
+    """Draw one token from a single row ``[V]`` by inverse CDF with one uniform from ``rng``
+    (a Generator, or a seed for :func:`as_generator`).
 
-    The row need not be normalised; a token with zero mass is never returned.
+    The row need not be normalised; a token with zero mass is never returned. A row that
+    is not 1-D, or holds a NaN, an infinity or a negative weight, or has no mass at all,
+    raises ``ValueError`` naming ``probs`` (inverse CDF would return the id V for it).
     """
-    cdf = np.asarray(probs).cumsum()  # [V]; the array methods skip numpy's dispatch layer
-    u = rng.random() * cdf[-1]
+    p = np.asarray(probs)  # [V]
+    if p.dtype.kind not in "fiub":
+        raise TypeError(f"probs must be an array of numbers, got dtype {p.dtype}")
+    cdf = p.cumsum()  # [V]; the array methods skip numpy's dispatch layer
+    total = cdf[-1] if cdf.size else 0.0  # NaN or inf if any weight is
+    if p.ndim != 1 or not 0.0 < total < np.inf or p.min() < 0:
+        raise ValueError(f"probs must be one row [V] of finite, non-negative weights with "
+                         f"positive mass; {_what_is_wrong(p)}")
+    if not isinstance(rng, np.random.Generator):
+        rng = as_rng(rng)
+    u = rng.random() * total
     return int(cdf.searchsorted(u, side="right"))
+
+
+def _what_is_wrong(p: np.ndarray) -> str:
+    """For :func:`sample`'s error: what disqualifies the row ``p``."""
+    if p.ndim != 1:
+        return f"got shape {p.shape}"
+    if not np.isfinite(p).all():
+        return "got NaN or infinite weights"
+    if (p < 0).any():
+        return f"got a negative weight {float(p.min())!r}"
+    return f"got total mass {float(p.sum())!r}"
 
 
 def overlap(p: np.ndarray, q: np.ndarray) -> np.ndarray:

@@ -11,11 +11,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from .checks import check_int
 from .medusa import MedusaHeads
 from .tokenizer import CharTokenizer
-from .transformer import TransformerConfig, TransformerModel
+from .transformer import TransformerConfig, TransformerModel, load_npz
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
+CONFIG_FIELDS = ("vocab_size", "n_layer", "n_head", "d_model", "max_len")
 
 
 @dataclass
@@ -37,9 +41,85 @@ def load_manifest(weights_dir: str | Path = WEIGHTS_DIR) -> dict:
     return json.loads(path.read_text())
 
 
-def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
-    """Load the target, draft, Medusa heads and tokenizer (checksums verified).
+def read_config(config: object, where: str) -> TransformerConfig:
+    """A manifest entry's ``config`` as a :class:`TransformerConfig`: exactly the five
+    fields, each an int >= 1, with ``d_model`` a multiple of ``n_head``. ``ValueError``
+    names ``where`` and the field."""
+    if not isinstance(config, dict) or set(config) != set(CONFIG_FIELDS):
+        have = sorted(config) if isinstance(config, dict) else type(config).__name__
+        raise ValueError(f"{where}.config must hold exactly {list(CONFIG_FIELDS)}, got {have}")
+    values = {name: check_int(config[name], f"{where}.config.{name}", 1)
+              for name in CONFIG_FIELDS}
+    if values["d_model"] % values["n_head"]:
+        raise ValueError(f"{where}.config: d_model={values['d_model']} is not a multiple of "
+                         f"n_head={values['n_head']}")
+    return TransformerConfig(**values)
 
+
+def gpt_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every array a GPT of ``config`` is stored as (matrices [in, out],
+    as ``train.GPT.numpy_state`` writes them)."""
+    d, v = config.d_model, config.vocab_size
+    shapes = {"wte": (v, d), "wpe": (config.max_len, d), "ln_f.g": (d,), "ln_f.b": (d,)}
+    for i in range(config.n_layer):
+        b = f"blocks.{i}."
+        shapes |= {b + "ln1.g": (d,), b + "ln1.b": (d,), b + "qkv.w": (d, 3 * d),
+                   b + "qkv.b": (3 * d,), b + "attn_proj.w": (d, d), b + "attn_proj.b": (d,),
+                   b + "ln2.g": (d,), b + "ln2.b": (d,), b + "fc.w": (d, 4 * d),
+                   b + "fc.b": (4 * d,), b + "mlp_proj.w": (4 * d, d), b + "mlp_proj.b": (d,)}
+    return shapes
+
+
+def check_gpt_arrays(config: TransformerConfig, arrays: dict[str, np.ndarray],
+                     where: str) -> None:
+    """Raise ``ValueError`` unless ``arrays`` (a weights file) are a GPT of ``config``.
+
+    The sizes the file itself fixes are compared first, so the message names the config
+    field that disagrees: ``vocab_size`` and ``d_model`` (``wte``), ``max_len``
+    (``wpe``), ``n_layer`` (how many ``blocks.i``); then every array's shape. ``n_head``
+    shapes no array (the heads split d_model), so it can only be checked against a
+    config the file carries itself, as ``config.<field>`` scalars: when those are there,
+    all five fields must equal the manifest's. ``where`` names the file in messages.
+    """
+    stored = {name[len("config."):]: value for name, value in arrays.items()
+              if name.startswith("config.")}
+    for name, value in stored.items():
+        if name not in CONFIG_FIELDS or np.shape(value) != ():
+            raise ValueError(f"{where}: unknown config entry config.{name} in the file")
+        if int(value) != getattr(config, name):
+            raise ValueError(f"{where}: the manifest says {name}={getattr(config, name)}, "
+                             f"the weights file says {name}={int(value)}")
+    weights = {name: np.shape(a) for name, a in arrays.items() if not name.startswith("config.")}
+    found = {}
+    if len(weights.get("wte", ())) == 2:
+        found["vocab_size"], found["d_model"] = weights["wte"]
+    if len(weights.get("wpe", ())) == 2:
+        found["max_len"] = weights["wpe"][0]
+    layers = {name.split(".")[1] for name in weights if name.startswith("blocks.")}
+    found["n_layer"] = len(layers)
+    for name, value in found.items():
+        if value != getattr(config, name):
+            raise ValueError(f"{where}: the manifest says {name}={getattr(config, name)}, "
+                             f"the weights have {name}={value}")
+    expected = gpt_shapes(config)
+    missing = sorted(set(expected) - set(weights))
+    extra = sorted(set(weights) - set(expected))
+    if missing or extra:
+        raise ValueError(f"{where}: arrays missing {missing[:4]}, unexpected {extra[:4]} "
+                         f"for the manifest's config {config}")
+    for name, shape in expected.items():
+        if weights[name] != shape:
+            raise ValueError(f"{where}: {name} has shape {weights[name]}, the manifest's "
+                             f"config {config} needs {shape}")
+
+
+def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
+    """Load the target, draft, Medusa heads and tokenizer.
+
+    Each file is checked against its sha256, and its arrays against the manifest's config
+    (:func:`check_gpt_arrays`: vocabulary, width, window, layers, every shape; the heads'
+    count, width and vocabulary): a manifest that disagrees with its weights raises
+    ``ValueError`` naming the model and the field, instead of loading a different network.
     Each call returns fresh models with empty KV caches.
     """
     weights_dir = Path(weights_dir)
@@ -51,14 +131,26 @@ def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
 
     def gpt(name: str) -> TransformerModel:
         entry = models[name]
-        config = TransformerConfig(**entry["config"])
-        return TransformerModel.from_npz(weights_dir / entry["file"], config, entry["sha256"])
+        config = read_config(entry.get("config"), f"manifest models.{name}")
+        arrays = load_npz(weights_dir / entry["file"], entry["sha256"])
+        check_gpt_arrays(config, arrays, f"models.{name} ({entry['file']})")
+        return TransformerModel(config, {key: value for key, value in arrays.items()
+                                         if not key.startswith("config.")})
 
-    heads = models["heads"]
-    return Pretrained(
-        target=gpt("target"),
-        draft=gpt("draft"),
-        heads=MedusaHeads.from_npz(weights_dir / heads["file"], heads["sha256"]),
-        tokenizer=CharTokenizer.ascii(),
-        manifest=manifest,
-    )
+    target, draft = gpt("target"), gpt("draft")
+    entry = models["heads"]
+    heads = MedusaHeads.from_npz(weights_dir / entry["file"], entry["sha256"])
+    where = f"models.heads ({entry['file']})"
+    for field, have, want in (("n_heads", heads.n_heads, entry.get("n_heads", heads.n_heads)),
+                              ("d_model", heads.d_model, target.config.d_model),
+                              ("vocab_size", heads.vocab_size, target.vocab_size)):
+        if have != want:
+            raise ValueError(f"{where}: the heads have {field}={have}, expected {want} "
+                             "(the manifest's n_heads, or the target's config)")
+    tokenizer = CharTokenizer.ascii()
+    for name, model in (("target", target), ("draft", draft)):
+        if model.vocab_size != tokenizer.vocab_size:
+            raise ValueError(f"models.{name}: vocab_size={model.vocab_size} differs from the "
+                             f"tokenizer's {tokenizer.vocab_size}")
+    return Pretrained(target=target, draft=draft, heads=heads, tokenizer=tokenizer,
+                      manifest=manifest)

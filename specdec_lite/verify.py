@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_positive
-from .distributions import check_probs, entropy, sample, tv_distance
+from .checks import check_positive, check_tokens
+from .distributions import as_rng, check_probs, entropy, sample, tv_distance
 
 RULES = ("exact", "greedy", "threshold", "typical")
 LOSSLESS_RULES = ("exact", "greedy")
@@ -128,38 +128,48 @@ def verify(
     draft_tokens: np.ndarray,
     draft_probs: np.ndarray,
     target_probs: np.ndarray,
-    rng: np.random.Generator | None = None,
+    rng: int | np.random.Generator | None = None,
     rule: str = "exact",
     **rule_params: float,
 ) -> Verification:
     """Verify k draft tokens against one target pass and return the tokens to emit.
 
-    Shapes: ``draft_tokens`` [k], ``draft_probs`` [k, V] (the q each token was
-    sampled from), ``target_probs`` [k + 1, V]. ``rng`` is required for the
-    ``"exact"``, ``"threshold"`` and ``"typical"`` rules (they sample the extra
-    token). Inputs are assumed valid probability rows; the decoders validate
-    model outputs before calling this.
+    Shapes: ``draft_tokens`` [k] (integer ids in [0, V)), ``draft_probs`` [k, V] (the q
+    each token was sampled from), ``target_probs`` [k + 1, V]. ``rng`` is a numpy
+    Generator or an int seed (as ``seed`` is everywhere else); the ``"exact"``,
+    ``"threshold"`` and ``"typical"`` rules need one (they draw), ``"greedy"`` does not.
+
+    Every input is checked first: float or bool ``draft_tokens`` raise ``TypeError``;
+    ids out of range, a length that does not match the rows, and rows with NaN, infinite
+    or negative entries or that do not sum to 1 (zero-mass rows included) raise
+    ``ValueError`` naming the argument. The decoders, which build valid inputs, call
+    :func:`verify_checked` instead.
     """
     params = check_rule(rule, rule_params)
-    draft_tokens = np.asarray(draft_tokens, dtype=np.intp)  # [k], used as indices
-    draft_probs = np.asarray(draft_probs, dtype=np.float64)
-    target_probs = np.asarray(target_probs, dtype=np.float64)
-    k = draft_tokens.shape[0] if draft_tokens.ndim == 1 else -1
-    if k < 0:
-        raise ValueError(f"draft_tokens must be 1-D, got shape {draft_tokens.shape}")
-    if target_probs.ndim != 2 or target_probs.shape[0] != k + 1:
+    # shapes first (target_probs fixes V, draft_tokens fixes k), then the values
+    target_shape = np.shape(target_probs)
+    if len(target_shape) != 2:
+        raise ValueError(f"target_probs must have shape [k + 1, V], got {target_shape}")
+    vocab = target_shape[1]
+    draft_tokens = check_tokens(draft_tokens, vocab, "draft_tokens")  # [k] int64
+    k = len(draft_tokens)
+    if target_shape[0] != k + 1:
         raise ValueError(
-            f"target_probs must have shape [k + 1, V] = [{k + 1}, V], got {target_probs.shape}"
+            f"draft_tokens has k = {k} tokens, so target_probs must have shape "
+            f"[k + 1, V] = [{k + 1}, {vocab}]; got {target_shape}"
         )
-    vocab = target_probs.shape[1]
-    if draft_probs.shape != (k, vocab):
+    if np.shape(draft_probs) != (k, vocab):
         raise ValueError(
-            f"draft_probs must have shape [k, V] = [{k}, {vocab}], got {draft_probs.shape}"
+            f"draft_probs must have shape [k, V] = [{k}, {vocab}] (one row per draft "
+            f"token), got {np.shape(draft_probs)}"
         )
-    if k and (draft_tokens.min() < 0 or draft_tokens.max() >= vocab):
-        raise ValueError(f"draft_tokens must be ids in [0, {vocab})")
-    if rule != "greedy" and rng is None:
-        raise TypeError(f"rule {rule!r} needs rng, a numpy Generator")
+    target_probs = check_probs(target_probs, "target_probs")  # [k + 1, V] float64
+    draft_probs = check_probs(draft_probs, "draft_probs")  # [k, V] float64
+    if rng is None:
+        if rule != "greedy":
+            raise TypeError(f"rule {rule!r} needs rng, a numpy Generator or an int seed")
+    else:
+        rng = as_rng(rng, "rng")
     if k and rule == "exact" and np.any(draft_probs[np.arange(k), draft_tokens] <= 0):
         raise ValueError(
             "draft_probs gives zero probability to a drafted token: q must be the "
@@ -302,7 +312,7 @@ def sample_first_tokens(
     drafts = rng.choice(len(q), size=n, p=q)  # [n]
     draft_probs = q[None, :]  # [1, V]
     target_probs = np.stack([p, p])  # [2, V]: p at the drafted position, p for the bonus
-    first = np.empty(n, dtype=np.int64)  # [n]
+    first = np.empty(n, dtype=np.intp)  # [n], token ids (np.bincount needs intp on wasm32)
     accepted = np.empty(n, dtype=np.int64)  # [n]
     for i in range(n):
         step = verify_checked(drafts[i : i + 1], draft_probs, target_probs, rng, rule, params)

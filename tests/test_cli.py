@@ -128,3 +128,53 @@ def test_quick_bench_writes_the_schema(tmp_path) -> None:
     row = next(r for r in data["rows"] if r["method"] == "speculative")
     for key in ("speedup", "speedup_ci", "predicted_speedup", "alpha", "tau", "tokens_per_s"):
         assert key in row
+
+
+def _set_row(i: int, key: str, value):
+    return lambda data: data["rows"][i].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (_set_row(3, "speedup_ci", [2.0, 1.0]), "rows[3].speedup_ci must be [lo, hi]"),
+    (_set_row(3, "speedup_ci", [float("nan"), 1.0]), "rows[3].speedup_ci must be [lo, hi]"),
+    (_set_row(3, "speedup", float("nan")), "rows[3].speedup must be a finite number"),
+    (_set_row(3, "speedup", -1.0), "rows[3].speedup must be a finite number > 0"),
+    (_set_row(3, "method", "beam"), "rows[3].method must be one of"),
+    (lambda data: data["rows"][4].__setitem__("label", data["rows"][3]["label"]),
+     "rows[4].label"),
+    (lambda data: data["cost_curve"].pop("target_s"), "cost_curve.target_s must be a list"),
+    (lambda data: data["cost_curve"].__setitem__("target_s", []),
+     "cost_curve.target_s must hold"),
+    (lambda data: data["cost_curve"].__setitem__("n", "1..17"), "cost_curve.n must be a list"),
+    (lambda data: data["cost_curve"].__setitem__("ratio", [1.0]), "cost_curve.ratio must hold"),
+    (lambda data: data["in_run_costs"].pop("c"), "in_run_costs lacks ['c']"),
+    (lambda data: data["in_run_costs"].__setitem__("c", "cheap"), "in_run_costs.c must be"),
+    (lambda data: data["in_run_costs"].__setitem__("n", "abc"), "in_run_costs.n must be a list"),
+])
+def test_compare_rows_and_costs_that_cannot_be_compared_fail_before_the_run(
+        tmp_path, capsys, no_run, change, message) -> None:
+    """Files with the right top level (they pass the schema) but rows or costs the
+    comparison cannot use: one line naming the field, exit 2, before measuring (they used
+    to pass, run the whole benchmark and then raise a traceback or print nonsense)."""
+    path = _committed(tmp_path, "broken.json", change)
+    # the committed run's settings (a full run with --simulate-width 16), so only the
+    # broken field can fail
+    assert cli.main(["bench", "--simulate-width", "16", "--compare", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compare" in err and message in err, err
+
+
+def test_the_committed_result_passes_the_compare_checks(monkeypatch) -> None:
+    reached = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: reached.append(True) or _no_run())
+    with pytest.raises(AssertionError, match="the benchmark ran"):
+        cli.main(["bench", "--simulate-width", "16", "--compare", str(COMMITTED)])
+    assert reached  # every check passed, so the run started
+
+
+def test_plot_without_matplotlib_is_reported_before_running(tmp_path, capsys, no_run,
+                                                            monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    assert cli.main(["bench", "--quick", "--plot", str(tmp_path / "figs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--plot needs matplotlib" in err, err

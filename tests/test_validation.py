@@ -70,6 +70,21 @@ class NoProbs:
     vocab_size = V
 
 
+class Windowed:
+    """GOOD with a context window of ``max_len`` tokens, as a GPT has."""
+
+    vocab_size = V
+
+    def __init__(self, max_len: object) -> None:
+        self.max_len = max_len
+
+    def probs(self, tokens):
+        return GOOD.probs(tokens)
+
+
+NAN_ROW = np.array([np.nan, 0.5, 0.5, 0.0])
+
+
 CASES = [
     # k
     ("k=0", spec(k=0), "k"),
@@ -83,6 +98,10 @@ CASES = [
     ("max_new_tokens=2.5", spec(max_new_tokens=2.5), "max_new_tokens"),
     ("max_new_tokens=True", spec(max_new_tokens=True), "max_new_tokens"),
     ("plain max_new_tokens=-1", plain(max_new_tokens=-1), "max_new_tokens"),
+    ("max_new_tokens past the target's window", spec(target=Windowed(8)), "max_new_tokens"),
+    ("max_new_tokens past the draft's window", spec(draft=Windowed(7)), "max_new_tokens"),
+    ("plain max_new_tokens past the window", plain(model=Windowed(8)), "max_new_tokens"),
+    ("window not an int", plain(model=Windowed(8.5)), "model.max_len"),
     # temperature
     ("temperature=-1", spec(temperature=-1.0), "temperature"),
     ("temperature=nan", spec(temperature=float("nan")), "temperature"),
@@ -145,6 +164,18 @@ CASES = [
         lambda: verify([0, 1], ROW[None], np.stack([ROW, ROW]), np.random.default_rng(0)),
         "target_probs",
     ),
+    (
+        "verify float draft tokens",
+        lambda: verify([0.0], ROW[None], np.stack([ROW, ROW]), 0),
+        "draft_tokens",
+    ),
+    ("verify bool draft tokens", lambda: verify([True], ROW[None], np.stack([ROW, ROW]), 0),
+     "draft_tokens"),
+    ("verify NaN target row", lambda: verify([0], ROW[None], np.stack([ROW, NAN_ROW]), 0),
+     "target_probs"),
+    ("verify zero draft row", lambda: verify([0], np.zeros((1, V)), np.stack([ROW, ROW]), 0),
+     "draft_probs"),
+    ("verify rng='x'", lambda: verify([0], ROW[None], np.stack([ROW, ROW]), "x"), "rng"),
     # models
     ("NGramModel order", lambda: NGramModel(0, V), "order"),
     ("NGramModel vocab_size", lambda: NGramModel(2, 0), "vocab_size"),

@@ -235,7 +235,8 @@ def summarise(method: Method, runs: list[Run], outputs: dict, curve: dict, costs
 
 def check_comparable(reference: object, settings: dict) -> None:
     """Raise ``ValueError`` unless ``reference`` is a JSON result run with ``settings``
-    (as in ``Settings.as_json``), naming the settings that differ."""
+    (as in ``Settings.as_json``), naming the settings that differ, and holds what
+    :func:`compare_runs` reads in a usable form (:func:`check_reference`)."""
     if (not isinstance(reference, dict) or reference.get("schema") != SCHEMA
             or "rows" not in reference or not isinstance(reference.get("settings"), dict)):
         raise ValueError(f"the reference is not a {SCHEMA} result")
@@ -243,6 +244,78 @@ def check_comparable(reference: object, settings: dict) -> None:
     differ = sorted(key for key in set(ref) | set(settings) if ref.get(key) != settings.get(key))
     if differ:
         raise ValueError(f"the reference run has different settings: {differ}")
+    check_reference(reference)
+
+
+METHODS = ("autoregressive", "speculative", "ngram", "medusa")  # config.Method.kind values
+
+
+def _finite(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _check_curve(curve: object, where: str, times: bool) -> None:
+    """A cost curve as :func:`verify_ratio` reads it: ``n`` distinct ints >= 1 and as many
+    finite ``ratio`` values > 0 (and ``target_s`` seconds > 0 if ``times``, at least one,
+    since the comparison prints T(1))."""
+    if not isinstance(curve, dict):
+        raise ValueError(f"{where} must be an object, got {curve!r:.60}")
+    for key in ("n", "ratio") + (("target_s",) if times else ()):
+        if not isinstance(curve.get(key), list):
+            raise ValueError(f"{where}.{key} must be a list, got {curve.get(key)!r:.60}")
+    sizes = curve["n"]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes) \
+            or len(set(sizes)) != len(sizes):
+        raise ValueError(f"{where}.n must be distinct token counts >= 1, got {sizes!r:.60}")
+    for key in ("ratio", "target_s") if times else ("ratio",):
+        values = curve[key]
+        if len(values) != len(sizes) or not all(_finite(v) and v > 0 for v in values):
+            raise ValueError(f"{where}.{key} must hold {len(sizes)} finite values > 0, one "
+                             f"per n, got {values!r:.60}")
+    if times and not sizes:
+        raise ValueError(f"{where}.n is empty: the run measured no target forward")
+
+
+def check_reference(reference: dict, name: str = "the reference") -> None:
+    """Raise ``ValueError`` (naming ``name`` and the field) unless a schema-checked result
+    holds what :func:`compare_runs` reads in a form it can use: measured rows with a
+    known ``method``, a unique ``label``, a finite ``speedup`` > 0 and a finite
+    ``speedup_ci`` [lo, hi] with lo <= hi; a ``cost_curve`` and ``in_run_costs`` (see
+    ``_check_curve``); the costs ``c``, ``c_ngram``, ``c_heads`` (top level and
+    ``in_run_costs``) finite or null."""
+    seen = set()
+    for i, row in enumerate(reference["rows"]):
+        where = f"{name}: rows[{i}]"
+        if not isinstance(row, dict):
+            raise ValueError(f"{where} must be an object, got {row!r:.60}")
+        if row.get("method") not in METHODS:
+            raise ValueError(f"{where}.method must be one of {METHODS}, got "
+                             f"{row.get('method')!r:.60}")
+        label = row.get("label")
+        if label in seen:
+            raise ValueError(f"{where}.label {label!r:.60} is not unique")
+        seen.add(label)
+        speedup, ci = row.get("speedup"), row.get("speedup_ci")
+        if not (_finite(speedup) and speedup > 0):
+            raise ValueError(f"{where}.speedup must be a finite number > 0, got {speedup!r:.60}")
+        if not (isinstance(ci, list) and len(ci) == 2 and all(map(_finite, ci))
+                and ci[0] <= ci[1]):
+            raise ValueError(f"{where}.speedup_ci must be [lo, hi], finite, lo <= hi, got "
+                             f"{ci!r:.60}")
+    _check_curve(reference.get("cost_curve"), f"{name}: cost_curve", times=True)
+    paid = reference.get("in_run_costs")
+    if paid is not None:
+        _check_curve(paid, f"{name}: in_run_costs", times=False)
+        absent = [key for key in ("c", "c_ngram", "c_heads") if key not in paid]
+        if absent:
+            raise ValueError(f"{name}: in_run_costs lacks {absent} (null where not measured)")
+    for where, costs in ((f"{name}: ", reference),
+                         (f"{name}: in_run_costs.", paid if paid is not None else {})):
+        for key in ("c", "c_ngram", "c_heads"):
+            if costs.get(key) is not None and not _finite(costs[key]):
+                raise ValueError(f"{where}{key} must be a finite number or null, got "
+                                 f"{costs[key]!r:.60}")
 
 
 def compare_runs(reference: dict, new: dict) -> dict:
