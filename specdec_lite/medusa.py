@@ -66,14 +66,17 @@ MEDUSA_RULES = ("greedy", "typical", "exact")
 
 
 class MedusaHeads:
-    """H Medusa heads: ``logits_i(h) = (h + SiLU(h W1_i + b1_i)) W2_i``."""
+    """H Medusa heads: ``logits_i(h) = (h + SiLU(h W1_i + b1_i)) W2_i``. Their only state
+    is their weights (copied, read-only), so one object serves any number of threads."""
 
     observer = None  # a meter's hook: observer(n, seconds) after each logits call, n = rows
 
     def __init__(self, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> None:
-        self.w1 = np.asarray(w1, dtype=np.float32)  # [H, d, d]
-        self.b1 = np.asarray(b1, dtype=np.float32)  # [H, d]
-        self.w2 = np.asarray(w2, dtype=np.float32)  # [H, d, V]
+        self.w1 = np.array(w1, dtype=np.float32)  # [H, d, d]
+        self.b1 = np.array(b1, dtype=np.float32)  # [H, d]
+        self.w2 = np.array(w2, dtype=np.float32)  # [H, d, V]
+        for array in (self.w1, self.b1, self.w2):
+            array.flags.writeable = False
         n_heads, d_model, d_out = self.w1.shape
         if d_out != d_model or self.b1.shape != (n_heads, d_model) or self.w2.shape[:2] != (
             n_heads,

@@ -138,6 +138,10 @@ class NGramModel:
 
     Near the start of a sequence, where fewer than n − 1 tokens exist, the
     longest available context is used.
+
+    Threads: ``probs`` and ``last_probs`` only read the fitted tables (read-only arrays,
+    no cache), so one fitted model serves any number of threads. ``fit`` builds new
+    tables and swaps them in at the end.
     """
 
     observer = None  # a meter's hook: observer(n_rows, seconds) after each last_probs call
@@ -175,9 +179,9 @@ class NGramModel:
         if ids.size < 2:
             raise ValueError("token_ids must contain at least 2 tokens to fit an n-gram model")
         V = self.vocab_size
-        self._pair_keys, self._pair_counts = [], []
-        self._ctx_keys, self._ctx_totals, self._ctx_types = [], [], []
-        self._ctx_first, self._pair_next = [], []
+        tables: dict[str, list[np.ndarray]] = {name: [] for name in (
+            "_pair_keys", "_pair_counts", "_ctx_keys", "_ctx_totals", "_ctx_types",
+            "_ctx_first", "_pair_next")}
         for m in range(self.order):  # context length
             n_pairs = max(ids.size - m, 0)  # 0 when the corpus is shorter than the context
             ctx = np.zeros(n_pairs, dtype=np.int64)  # [n_pairs]
@@ -188,13 +192,16 @@ class NGramModel:
             ctx_of_key = keys // V
             ctx_keys, first, types = np.unique(ctx_of_key, return_index=True, return_counts=True)
             totals = np.add.reduceat(counts, first)
-            self._pair_keys.append(keys)
-            self._pair_counts.append(counts.astype(np.float64))
-            self._ctx_keys.append(ctx_keys)
-            self._ctx_totals.append(totals.astype(np.float64))
-            self._ctx_types.append(types.astype(np.float64))
-            self._ctx_first.append(first)
-            self._pair_next.append((keys % V).astype(np.intp))  # bincount wants intp
+            for name, array in (("_pair_keys", keys),
+                                ("_pair_counts", counts.astype(np.float64)),
+                                ("_ctx_keys", ctx_keys),
+                                ("_ctx_totals", totals.astype(np.float64)),
+                                ("_ctx_types", types.astype(np.float64)),
+                                ("_ctx_first", first),
+                                ("_pair_next", (keys % V).astype(np.intp))):  # for bincount
+                array.flags.writeable = False
+                tables[name].append(array)
+        self.__dict__.update(tables)  # the new tables replace the old ones together
         return self
 
     def _lookup(self, sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:

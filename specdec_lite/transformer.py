@@ -23,12 +23,21 @@ Speculative decoders drive the cache through four public methods and never touch
 directly: ``score_tree`` (forward a tree block on top of the committed prefix),
 ``commit_path`` (keep one root-to-node path of that block), ``rollback`` (drop entries)
 and ``hidden_at`` / ``n_committed`` (read the committed prefix).
+
+Per-sequence state. The weights are shared and read-only; the KV cache (and with it the
+position of the next token) is per sequence, a :class:`KVCache` from
+``model.new_state()``. Every method takes it as ``cache=``; without it a method uses
+the calling thread's default cache (``model.cache``, one per thread), so the
+single-sequence API stays as it was and threads that share one model never share a
+cache. A cache is rebuilt from its tokens alone (``model.probs(tokens, cache=fresh)``
+re-prefills it), so a sequence's state to save is its tokens, not its cache.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 import time
 import zipfile
 from collections.abc import Sequence
@@ -156,7 +165,7 @@ class Output(NamedTuple):
 
 
 class KVCache:
-    """Keys and values (plus tokens, logits and hidden states) of the entries seen so far.
+    """One sequence's state: keys, values, tokens, logits and hidden states of its entries.
 
     ``kv[layer, 0 or 1, head, slot, :]`` holds the key or value of entry ``slot``; entries
     ``0 .. length-1`` are in use. The first ``n_causal`` entries are an ordinary causal
@@ -210,12 +219,15 @@ class TransformerModel:
     """A numpy GPT that satisfies the model contract (``vocab_size``, ``probs``) and its
     fast path (``last_probs``): see :class:`specdec_lite.models.FastModel`.
 
-    ``probs``, ``logits`` and ``hidden`` take a whole sequence and reuse ``self.cache`` for
-    its longest common prefix with the sequence of the previous call, so a decoder that
-    extends or shortens its sequence pays only for the new tokens. ``forward`` is the
-    low-level call that appends a block (optionally a tree) to ``self.cache``; tree
-    decoders use ``score_tree``, ``commit_path``, ``rollback``, ``hidden_at`` and
-    ``n_committed``.
+    ``probs``, ``logits`` and ``hidden`` take a whole sequence and reuse the cache for
+    its longest common prefix with the sequence of the previous call on that cache, so a
+    decoder that extends or shortens its sequence pays only for the new tokens.
+    ``forward`` is the low-level call that appends a block (optionally a tree) to the
+    cache; tree decoders use ``score_tree``, ``commit_path``, ``rollback``, ``hidden_at``
+    and ``n_committed``. Each takes ``cache=`` (a :class:`KVCache` from
+    :meth:`new_state`); without it, the calling thread's own default cache
+    (:attr:`cache`). One model can so serve many sequences from many threads; one
+    cache must not be used by two threads at once.
 
     ``trusted_rows``: ``last_probs`` returns a float64 softmax of logits this model
     computed from checksum-verified weights, so its rows are non-negative and sum to 1 by
@@ -229,36 +241,77 @@ class TransformerModel:
                  cache_capacity: int | None = None) -> None:
         """Build from float arrays named as in ``train.GPT.numpy_state`` (matrices [in, out]).
 
-        ``cache_capacity`` is the number of cache slots (default ``2 * max_len``: room for a
-        full-length prefix plus tree nodes); positions themselves stay below ``max_len``.
+        ``cache_capacity`` is the number of slots of each cache (default ``2 * max_len``:
+        room for a full-length prefix plus tree nodes); positions stay below ``max_len``.
+        The arrays are copied, and the copies made read-only: every sequence shares them.
         """
         self.config = config
         self.vocab_size = config.vocab_size
-        p = {name: np.asarray(value, dtype=np.float32) for name, value in params.items()}
+        self.cache_capacity = check_int(cache_capacity or 2 * config.max_len,
+                                        "cache_capacity", 1)
+        p = {name: np.array(value, dtype=np.float32) for name, value in params.items()}
         self.wte, self.wpe = p["wte"], p["wpe"]  # [V, d], [max_len, d]
         self.unembed = np.ascontiguousarray(self.wte.T)  # [d, V]
         self.ln_f = (p["ln_f.g"], p["ln_f.b"])  # [d], [d]
         q_scale = np.ones(3 * config.d_model, dtype=np.float32)  # [3d]
         q_scale[: config.d_model] = 1.0 / np.sqrt(config.d_head)
-        self.layers: list[Block] = []
+        layers = []
         for i in range(config.n_layer):
             b = f"blocks.{i}."
             qkv_w, qkv_b = fold_gain(p[b + "ln1.g"], p[b + "ln1.b"], p[b + "qkv.w"], p[b + "qkv.b"])
             fc_w, fc_b = fold_gain(p[b + "ln2.g"], p[b + "ln2.b"], p[b + "fc.w"], p[b + "fc.b"])
-            self.layers.append(Block(qkv_w * q_scale, qkv_b * q_scale, p[b + "attn_proj.w"],
-                                     p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
-                                     p[b + "mlp_proj.b"]))
-        self.cache = KVCache(config, cache_capacity or 2 * config.max_len)
+            layers.append(Block(qkv_w * q_scale, qkv_b * q_scale, p[b + "attn_proj.w"],
+                                p[b + "attn_proj.b"], fc_w, fc_b, p[b + "mlp_proj.w"],
+                                p[b + "mlp_proj.b"]))
+        self.layers: tuple[Block, ...] = tuple(layers)
         self._one_hot = np.eye(config.vocab_size)  # [V, V] rows of last_probs at T = 0
+        for array in (self.wte, self.wpe, self.unembed, *self.ln_f, self._one_hot,
+                      *(w for block in self.layers for w in block)):
+            array.flags.writeable = False
+        self._local = threading.local()  # each thread's default cache
 
     @classmethod
     def from_npz(cls, path: str | Path, config: TransformerConfig, sha256: str) -> TransformerModel:
         """Load checksum-verified weights (see ``load_npz``)."""
         return cls(config, load_npz(path, sha256))
 
+    def __getstate__(self) -> dict:  # pickling (e.g. to a worker process) drops the caches
+        return {name: value for name, value in self.__dict__.items() if name != "_local"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    # ---------------------------------------------------------------- per-sequence state
+
+    def new_state(self) -> KVCache:
+        """An empty cache for one sequence (its keys, values and position)."""
+        return KVCache(self.config, self.cache_capacity)
+
+    @property
+    def cache(self) -> KVCache:
+        """The calling thread's default cache, made on first use."""
+        cache = getattr(self._local, "cache", None)
+        if cache is None:
+            cache = self._local.cache = self.new_state()
+        return cache
+
+    def _state(self, cache: KVCache | None) -> KVCache:
+        """``cache``, checked to fit this model, or the thread's default cache."""
+        if cache is None:
+            return self.cache
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache (see new_state), got {type(cache).__name__}")
+        c = self.config
+        if cache.kv.shape[:3] != (c.n_layer, 2, c.n_head) or cache.kv.shape[4] != c.d_head:
+            raise ValueError(f"cache has shape {cache.kv.shape}, which does not fit this model")
+        return cache
+
+    # ---------------------------------------------------------------- the forward pass
+
     def forward(self, tokens: Sequence[int] | np.ndarray, positions: np.ndarray | None = None,
-                mask: np.ndarray | None = None) -> Output:
-        """Run n new tokens after the cached entries and append them to ``self.cache``.
+                mask: np.ndarray | None = None, *, cache: KVCache | None = None) -> Output:
+        """Run n new tokens after the cached entries and append them to the cache.
 
         ``positions`` ([n] int, default ``cache.length + arange(n)``) index the position
         embedding. ``mask`` ([n, n] bool, default causal) says which new tokens each new token
@@ -266,11 +319,12 @@ class TransformerModel:
         entries. Returns the logits and hidden states of the new tokens.
         """
         start_s = time.perf_counter()
+        cache = self._state(cache)
         tokens = check_tokens(tokens, self.vocab_size)  # [n]
-        n, start = len(tokens), self.cache.length
-        if start + n > self.cache.capacity:
+        n, start = len(tokens), cache.length
+        if start + n > cache.capacity:
             raise ValueError(f"tokens: {n} new tokens after {start} cached entries exceed the "
-                             f"cache capacity {self.cache.capacity}")
+                             f"cache capacity {cache.capacity}")
         causal = mask is None and positions is None
         if positions is None and start + n <= self.config.max_len:
             positions = np.arange(start, start + n)  # [n]
@@ -289,10 +343,9 @@ class TransformerModel:
             bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
         x = self.wte[tokens] + self.wpe[positions]  # [n, d]
         for layer, weights in enumerate(self.layers):
-            x = self._block(x, weights, self.cache.kv[layer], start, bias)
+            x = self._block(x, weights, cache.kv[layer], start, bias)
         hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
         logits = hidden @ self.unembed  # [n, V]
-        cache = self.cache
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
         cache.hidden[start : start + n] = hidden
@@ -322,7 +375,9 @@ class TransformerModel:
         hidden = gelu(linear(normalize(x), w.c_fc_w, w.c_fc_b))  # [n, 4d]
         return x + linear(hidden, w.mlp_c_proj_w, w.mlp_c_proj_b)
 
-    def _sync(self, tokens: Sequence[int] | np.ndarray) -> int:
+    # ---------------------------------------------------------------- whole sequences
+
+    def _sync(self, tokens: Sequence[int] | np.ndarray, cache: KVCache) -> int:
         """Make the cache's causal prefix equal ``tokens``, reusing the common prefix.
 
         An int64 array skips ``check_tokens`` here: the prefix it shares with the cache was
@@ -334,48 +389,58 @@ class TransformerModel:
         if len(tokens) > self.config.max_len:
             raise ValueError(f"tokens has length {len(tokens)}, more than max_len "
                              f"{self.config.max_len}")
-        m = min(len(tokens), self.cache.n_causal)
-        if tokens[:m].tobytes() == self.cache.tokens[:m].tobytes():  # one C compare
+        m = min(len(tokens), cache.n_causal)
+        if tokens[:m].tobytes() == cache.tokens[:m].tobytes():  # one C compare
             common = m
         else:
-            common = int((tokens[:m] == self.cache.tokens[:m]).argmin())  # first difference
-        if common < self.cache.length:
-            self.cache.truncate(common)
+            common = int((tokens[:m] == cache.tokens[:m]).argmin())  # first difference
+        if common < cache.length:
+            cache.truncate(common)
         if common < len(tokens):
-            self.forward(tokens[common:])
+            self.forward(tokens[common:], cache=cache)
         return len(tokens)
 
-    def logits(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    def logits(self, tokens: Sequence[int] | np.ndarray, *,
+               cache: KVCache | None = None) -> np.ndarray:
         """float32 logits [n, V]; row i scores the token after ``tokens[:i+1]``."""
-        n = self._sync(tokens)
-        return self.cache.logits[:n].copy()
+        cache = self._state(cache)
+        n = self._sync(tokens, cache)
+        return cache.logits[:n].copy()
 
-    def hidden(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    def hidden(self, tokens: Sequence[int] | np.ndarray, *,
+               cache: KVCache | None = None) -> np.ndarray:
         """float32 hidden states [n, d] after the final LayerNorm (what Medusa heads read)."""
-        n = self._sync(tokens)
-        return self.cache.hidden[:n].copy()
+        cache = self._state(cache)
+        n = self._sync(tokens, cache)
+        return cache.hidden[:n].copy()
 
-    def probs(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    def probs(self, tokens: Sequence[int] | np.ndarray, *,
+              cache: KVCache | None = None) -> np.ndarray:
         """float64 [n, V]: row i is softmax(logits_i), the distribution after ``tokens[:i+1]``.
 
         The float32 logits are cast to float64 before the softmax, so rows sum to 1 to ~1e-15.
         """
-        return softmax(self.logits(tokens))  # [n, V]
+        return softmax(self.logits(tokens, cache=cache))  # [n, V]
 
     def last_probs(self, tokens: Sequence[int] | np.ndarray, n_rows: int = 1,
-                   temperature: float = 1.0) -> np.ndarray:
+                   temperature: float = 1.0, *, cache: KVCache | None = None) -> np.ndarray:
         """``apply_temperature(probs(tokens)[-n_rows:], temperature)``, [n_rows, V] float64,
         without computing the other rows (the decoders call this when a model has it).
 
         At temperature 0 that is the one-hot of each row's first argmax, taken straight from
         the logits (the softmax keeps their order); at 1 the plain softmax.
         """
-        n = self._sync(tokens)
+        cache = self._state(cache)
+        n = self._sync(tokens, cache)
         n_rows = check_int(n_rows, "n_rows", 1, n)
-        logits = self.cache.logits[n - n_rows : n]  # [n_rows, V] float32
+        return self.rows_from_logits(cache.logits[n - n_rows : n], temperature)
+
+    def rows_from_logits(self, logits: np.ndarray, temperature: float) -> np.ndarray:
+        """``apply_temperature(softmax(logits), temperature)`` for float32 logits [m, V],
+        as :meth:`last_probs` computes it (one-hot of the first argmax at T = 0)."""
         if temperature == 0:
-            return self._one_hot[logits.argmax(axis=1)]  # [n_rows, V], a fresh copy
-        z = softmax(logits)  # [n_rows, V] float64
+            return self._one_hot[logits.argmax(axis=1)]  # [m, V], a fresh copy
+        z = softmax(logits)  # [m, V] float64
         return z if temperature == 1 else apply_temperature(z, temperature)
 
     # The cache interface of tree decoders (Medusa). The *committed* prefix is the causal
@@ -384,20 +449,23 @@ class TransformerModel:
 
     @property
     def n_committed(self) -> int:
-        """Length of the committed prefix: the tokens the cache holds as a causal sequence."""
+        """Length of the committed prefix of the thread's default cache (for another
+        cache: its ``n_causal``)."""
         return self.cache.n_causal
 
-    def hidden_at(self, i: int) -> np.ndarray:  # -> [d] float32
+    def hidden_at(self, i: int, *, cache: KVCache | None = None) -> np.ndarray:  # -> [d]
         """The final hidden state of cached entry ``i`` (a copy), in [0, entries in cache)."""
-        i = check_int(i, "i", 0, self.cache.length - 1)
-        return self.cache.hidden[i].copy()
+        cache = self._state(cache)
+        i = check_int(i, "i", 0, cache.length - 1)
+        return cache.hidden[i].copy()
 
-    def rollback(self, length: int) -> None:
+    def rollback(self, length: int, *, cache: KVCache | None = None) -> None:
         """Drop every cached entry from ``length`` on (committed or not)."""
-        self.cache.truncate(check_int(length, "length", 0, self.cache.length))
+        cache = self._state(cache)
+        cache.truncate(check_int(length, "length", 0, cache.length))
 
     def score_tree(self, tokens: Sequence[int] | np.ndarray, depth: np.ndarray,
-                   mask: np.ndarray) -> Output:
+                   mask: np.ndarray, *, cache: KVCache | None = None) -> Output:
         """Forward a tree block of N nodes on top of the committed prefix, in one call.
 
         ``tokens`` [N], ``depth`` [N] (node j sits at position ``n_committed + depth[j]``)
@@ -406,11 +474,13 @@ class TransformerModel:
         are dropped first. Returns the nodes' logits [N, V] and hidden states [N, d]; the
         block stays in the cache until :meth:`commit_path` or :meth:`rollback`.
         """
-        base = self.n_committed
-        self.rollback(base)
-        return self.forward(tokens, positions=base + np.asarray(depth), mask=mask)
+        cache = self._state(cache)
+        base = cache.n_causal
+        cache.truncate(base)
+        return self.forward(tokens, positions=base + np.asarray(depth), mask=mask, cache=cache)
 
-    def commit_path(self, nodes: Sequence[int] | np.ndarray) -> None:
+    def commit_path(self, nodes: Sequence[int] | np.ndarray, *,
+                    cache: KVCache | None = None) -> None:
         """Keep the nodes ``nodes`` (ascending indices into the last :meth:`score_tree`
         block, one root-to-node path) as the continuation of the committed prefix.
 
@@ -418,7 +488,8 @@ class TransformerModel:
         lets each node see only its ancestors, the kept entries equal those of a causal
         forward of the path's tokens. Every other entry of the block is dropped.
         """
-        self.cache.keep_path(self.n_committed + np.asarray(nodes, dtype=np.intp))
+        cache = self._state(cache)
+        cache.keep_path(cache.n_causal + np.asarray(nodes, dtype=np.intp))
 
 
 def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,

@@ -26,6 +26,8 @@ from ..distributions import overlap
 from ..medusa import Tree, chain_tree, medusa_generate, sparse_tree, top_k_accuracy
 from ..models import NGramModel
 from ..pretrained import Pretrained, load_pretrained
+from .batch import batch_settings
+from .batch import measure as measure_batch
 from .config import NGRAM_ORDER, Method, Settings, build_methods, choose_prompts, schedule
 from .report import evaluate_bars
 from .schema import SCHEMA
@@ -55,6 +57,7 @@ class BenchResult:
     timestamp: str
     notes: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
+    batch: dict | None = None  # throughput against batch size (bench.batch)
 
     def to_json(self) -> dict:
         data = {"schema": SCHEMA, "timestamp": self.timestamp, "machine": self.machine,
@@ -66,6 +69,8 @@ class BenchResult:
                 "rows": [asdict(r) | {"speedup_ci": list(r.speedup_ci)} for r in self.rows],
                 "profile": self.profile, "greedy_loops": self.greedy_loops,
                 "notes": self.notes, "runs": [asdict(r) for r in self.runs]}
+        if self.batch is not None:
+            data["batch"] = self.batch
         data["bars"] = evaluate_bars(data)
         return json.loads(json.dumps(data))  # plain JSON types (tuples become lists)
 
@@ -360,6 +365,7 @@ def run(settings: Settings | None = None, models: Pretrained | None = None,
         rows += [summarise(m, timed.runs, timed.outputs, curve, costs, p.trees, s.seed,
                            s.simulate_width) for m in p.methods]
     profile = profile_methods(profiled(p.methods, rows), p, s, models, ngram)
+    batch = measure_batch(models, p.prompts, batch_settings(s))
 
     ar_greedy = [out for (label, _, _), out in timed.outputs.items()
                  if label == Method("autoregressive", 0.0).label]
@@ -369,4 +375,4 @@ def run(settings: Settings | None = None, models: Pretrained | None = None,
                        c_ngram, p.alpha_text, acc.tolist() if acc is not None else [], rows,
                        profile, loops, machine_info(),
                        datetime.now(UTC).isoformat(timespec="seconds"), run_notes(p),
-                       timed.runs)
+                       timed.runs, batch=batch)

@@ -1,0 +1,427 @@
+"""Batched speculative decoding: B sequences per step, one target forward verifies them all.
+
+:class:`BatchEngine` advances every active sequence by one step at a time:
+
+1. **Admit** (continuous batching): waiting requests take free slots, up to
+   ``max_batch``, and their prompts are prefilled; a sequence can join between any two
+   steps, and leaves as soon as it finishes.
+2. **Propose** (:meth:`BatchEngine.propose`): the draft q drafts up to k tokens for every
+   sequence, one batched draft call per draft position.
+3. **Verify** (:meth:`BatchEngine.verify_batch`): ONE target call scores all B × (k + 1)
+   positions, each sequence over its own cache, positions and causal mask (ragged blocks
+   padded and masked, see :mod:`specdec_lite.batch_kv`); then each sequence runs
+   :func:`specdec_lite.verify.verify_checked` with its own Generator and accepts its own
+   number of tokens. The next call on each cache drops that sequence's rejected entries
+   (its own rollback).
+4. **Commit**: emitted tokens are appended, cut at the sequence's EOS, and a sequence
+   leaves at EOS or at its ``max_new_tokens``.
+
+Each sequence follows exactly the rule of :func:`specdec_lite.decode.speculative_generate`
+(p = target, q = draft, temperature then ``top_k`` then ``top_p`` on both, k shortened near
+the end so exactly ``max_new_tokens`` come out) and draws its random numbers in the same
+order from its **own** Generator. So a seeded sequence's tokens do not depend on which
+other sequences share its batch, and equal ``speculative_generate`` with the same seed,
+up to float32 rounding: a batched matrix product may round the last bit of a logit
+differently from a single-sequence one, which can change an argmax tie or a sampled
+token only when a uniform falls within ~1e-7 of a boundary. With models that keep no
+cache (n-grams, tables) the results are identical. Without a draft (or ``k=0``) the
+engine is plain batched decoding, token for token :func:`specdec_lite.decode.generate`.
+
+Every sequence gets the :class:`~specdec_lite.decode.Generation` trace the
+single-sequence loops give (``alpha``, ``tau``, ``n_target_calls`` ... read the same; one
+batched target call counts once for each sequence in it).
+
+Fault boundary: :meth:`BatchEngine.verify_batch` is the whole verification of a step (the
+target forward and the acceptance test). It reads nothing of the engine but its
+arguments, the target's batch cache and each sequence's Generator, and writes only
+those, so it can be wrapped (a time budget, a worker process) and, on failure, the step
+redone as plain target decoding: ``verify_batch`` on proposals with no draft tokens,
+after restoring the Generators from :meth:`SequenceState.to_dict` snapshots taken
+before the step.
+
+Restart: :meth:`BatchEngine.snapshot` gives each unfinished sequence as plain data
+(prompt, tokens so far, Generator state, trace) between steps;
+:meth:`BatchEngine.resume` re-adds it, re-prefilling the caches from its tokens, and it
+continues exactly as it would have. An engine is for one thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .batch_kv import batch_rows
+from .checks import check_eos, check_int, check_prompt, check_tokens, check_window
+from .decode import Generation, Step, cut_at_eos
+from .distributions import (
+    as_generator,
+    check_temperature,
+    check_top_k,
+    check_top_p,
+    sample,
+    truncate,
+)
+from .models import check_model
+from .verify import Verification, check_rule, verify_checked
+
+
+@dataclass
+class SequenceState:
+    """One sequence of a batch: its request, its own Generator and what it has emitted.
+
+    ``context`` is the prompt followed by the emitted tokens; the trace ``gen`` gets its
+    ``tokens`` when the sequence finishes.
+    """
+
+    request_id: object
+    prompt: np.ndarray  # [n_prompt]
+    max_new_tokens: int
+    eos_id: int | None
+    rng: np.random.Generator
+    gen: Generation
+    context: np.ndarray  # [n_prompt + n_new]
+    done: bool = False
+    started: float = 0.0
+
+    @property
+    def n_new(self) -> int:
+        return len(self.context) - len(self.prompt)
+
+    def to_dict(self) -> dict:
+        """Everything needed to continue this sequence elsewhere, as JSON-friendly data."""
+        g = self.gen
+        return {"request_id": self.request_id, "prompt": self.prompt.tolist(),
+                "tokens": self.context[len(self.prompt):].tolist(),
+                "max_new_tokens": self.max_new_tokens, "eos_id": self.eos_id,
+                "rng_state": self.rng.bit_generator.state,
+                "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,
+                "steps": [[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
+                          for s in g.steps]}
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What the draft proposed for one sequence: ``drafted`` [k_b] tokens after
+    ``state.context`` and the rows ``q`` [k_b, V] they were drawn from (k_b = 0: none)."""
+
+    state: SequenceState
+    drafted: np.ndarray  # [k_b]
+    q: np.ndarray  # [k_b, V]
+
+
+class BatchEngine:
+    """Speculative (or plain) decoding of many sequences, one step for all at a time.
+
+    ``target`` and ``draft`` are any models of the library's contract; a
+    :class:`~specdec_lite.transformer.TransformerModel` is run batched over its own
+    :class:`~specdec_lite.batch_kv.BatchKVCache`, any other model one sequence at a
+    time. ``draft=None`` or ``k=0`` decodes plainly (one target call per token).
+    ``k`` defaults to 4 with a draft. ``rule`` and ``rule_params`` are those of
+    :func:`specdec_lite.decode.speculative_generate`. At most ``max_batch`` sequences
+    are active at once; the rest wait.
+    """
+
+    def __init__(self, target: object, draft: object | None = None, *, k: int | None = None,
+                 temperature: float = 1.0, rule: str = "exact", top_k: int | None = None,
+                 top_p: float | None = None, max_batch: int = 16, **rule_params: float) -> None:
+        self.vocab = check_model(target, "target")
+        if draft is not None and check_model(draft, "draft") != self.vocab:
+            raise ValueError(f"draft.vocab_size={draft.vocab_size} differs from "
+                             f"target.vocab_size={self.vocab}")
+        k = (4 if draft is not None else 0) if k is None else check_int(k, "k", 0)
+        if k > 0 and draft is None:
+            raise ValueError(f"k={k} needs a draft model (draft is None)")
+        self.target, self.draft = target, (draft if k > 0 else None)
+        self.k = k
+        self.temperature = check_temperature(temperature)
+        top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+        self.top_k, self.top_p = (None, None) if self.temperature == 0 else (top_k, top_p)
+        self.rule, self.params = rule, check_rule(rule, rule_params)
+        self.max_batch = check_int(max_batch, "max_batch", 1)
+        self._target_rows = batch_rows(target, "target", self.max_batch)
+        self._draft_rows = batch_rows(draft, "draft", self.max_batch) if self.k else None
+        self.active: list[SequenceState] = []  # in slot order
+        self.waiting: deque[SequenceState] = deque()
+        self._ids = itertools.count()
+        self._known: set = set()
+        self.n_steps = 0
+        self.batch_sizes: list[int] = []  # active sequences at each step
+
+    @property
+    def idle(self) -> bool:
+        return not self.active and not self.waiting
+
+    # ---------------------------------------------------------------- requests
+
+    def add(self, prompt: object, *, max_new_tokens: int,
+            seed: int | np.random.Generator | None = None, eos_id: int | None = None,
+            request_id: object = None) -> object:
+        """Queue a request; it joins the batch at the next :meth:`step`. Returns its id
+        (``request_id``, or 0, 1, 2 ... in order of arrival).
+
+        The sequence draws every random number from its own Generator, ``seed``. A run
+        that would pass a model's window (``max_len``) is refused here, with a
+        ``ValueError`` naming ``max_new_tokens``.
+        """
+        prompt = check_prompt(prompt, self.vocab)
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
+        self._check_window(len(prompt), max_new_tokens)
+        state = SequenceState(self._new_id(request_id), prompt, max_new_tokens,
+                              check_eos(eos_id, self.vocab), as_generator(seed),
+                              Generation(tokens=np.zeros(0, np.int64), prompt=prompt), prompt)
+        self.waiting.append(state)
+        return state.request_id
+
+    def resume(self, snapshot: dict) -> object:
+        """Re-add a sequence from :meth:`SequenceState.to_dict`: it continues from its
+        tokens and Generator state as if it had never stopped. Returns its id."""
+        if not isinstance(snapshot, dict):
+            raise TypeError(f"snapshot must be a dict, got {type(snapshot).__name__}")
+        missing = {"request_id", "prompt", "tokens", "max_new_tokens", "eos_id",
+                   "rng_state"} - set(snapshot)
+        if missing:
+            raise ValueError(f"snapshot lacks {sorted(missing)}")
+        prompt = check_prompt(snapshot["prompt"], self.vocab)
+        tokens = check_tokens(snapshot["tokens"], self.vocab, name="snapshot tokens")
+        max_new_tokens = check_int(snapshot["max_new_tokens"], "max_new_tokens", len(tokens))
+        self._check_window(len(prompt), max_new_tokens)
+        rng_state = snapshot["rng_state"]
+        bit_generator = getattr(np.random, str(rng_state.get("bit_generator")), None)
+        if bit_generator is None:
+            raise ValueError(f"snapshot rng_state names no numpy bit generator: {rng_state!r:.80}")
+        rng = np.random.Generator(bit_generator())
+        rng.bit_generator.state = rng_state
+        gen = Generation(tokens=np.zeros(0, np.int64), prompt=prompt,
+                         steps=[Step(tuple(p), n, tuple(e), x)
+                                for p, n, e, x in snapshot.get("steps", [])],
+                         n_target_calls=snapshot.get("n_target_calls", 0),
+                         n_draft_calls=snapshot.get("n_draft_calls", 0))
+        state = SequenceState(self._new_id(snapshot["request_id"]), prompt, max_new_tokens,
+                              check_eos(snapshot["eos_id"], self.vocab), rng, gen,
+                              np.concatenate([prompt, tokens]))
+        self.waiting.append(state)
+        return state.request_id
+
+    def snapshot(self) -> list[dict]:
+        """Every unfinished sequence (active, then waiting) as :meth:`SequenceState.to_dict`
+        data; take it between steps."""
+        return [s.to_dict() for s in [*self.active, *self.waiting]]
+
+    def _new_id(self, request_id: object) -> object:
+        if request_id is None:
+            request_id = next(self._ids)
+            while request_id in self._known:
+                request_id = next(self._ids)
+        if request_id in self._known:
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        self._known.add(request_id)
+        return request_id
+
+    def _check_window(self, n_prompt: int, max_new_tokens: int) -> None:
+        """As the single-sequence loops: the target reads at most prompt + max_new - 1
+        tokens, the draft one fewer."""
+        check_window(self.target, "target", n_prompt, max_new_tokens,
+                     n_prompt + max_new_tokens - 1 if max_new_tokens else 0)
+        if self.draft is not None:
+            check_window(self.draft, "draft", n_prompt, max_new_tokens,
+                         n_prompt + max_new_tokens - 2 if max_new_tokens >= 2 else 0)
+
+    # ---------------------------------------------------------------- one step
+
+    def step(self) -> list[tuple[object, Generation]]:
+        """Admit waiting requests, then advance every active sequence by one step.
+        Returns the (request id, Generation) of each sequence that finished."""
+        finished = self.admit()
+        if not self.active:
+            return finished
+        self.n_steps += 1
+        self.batch_sizes.append(len(self.active))
+        proposals = self.propose()
+        results = self.verify_batch(proposals)
+        return finished + self._commit(proposals, results)
+
+    def run(self) -> dict[object, Generation]:
+        """Step until every request has finished; {request id: Generation} in the order
+        they finished."""
+        out = {}
+        while not self.idle:
+            out.update(self.step())
+        return out
+
+    def admit(self) -> list[tuple[object, Generation]]:
+        """Move waiting requests into free slots and prefill their caches (``step`` does
+        this first; call it alone to separate the prefill from the decoding). Returns
+        the requests that were finished on arrival (``max_new_tokens=0``)."""
+        joining, finished = [], []
+        while self.waiting and len(self.active) + len(joining) < self.max_batch:
+            state = self.waiting.popleft()
+            state.started = time.perf_counter()
+            if state.n_new >= state.max_new_tokens or _ends_at_eos(state):
+                finished.append(self._finish(state))
+            else:
+                joining.append(state)
+        contexts = [s.context for s in joining]
+        self._target_rows.add(contexts)
+        if self._draft_rows is not None:
+            self._draft_rows.add(contexts)
+        self.active += joining
+        return finished
+
+    def propose(self) -> list[Proposal]:
+        """Draft up to k tokens for every active sequence (one batched draft call per
+        draft position; a sequence near its end drafts fewer, as in
+        ``speculative_generate``)."""
+        states = self.active
+        k_steps = [min(self.k, s.max_new_tokens - s.n_new - 1) for s in states]
+        ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
+               for s, k in zip(states, k_steps, strict=True)]
+        q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
+        greedy = self.temperature == 0
+        for i in range(max(k_steps, default=0)):
+            contexts = [c[: len(s.context) + i] if i < k else None
+                        for s, c, k in zip(states, ctx, k_steps, strict=True)]
+            rows = self._draft_rows.rows(contexts, [1] * len(states), self.temperature)
+            for s, c, q_b, row in zip(states, ctx, q, rows, strict=True):
+                if row is None:
+                    continue
+                q_b[i] = truncate(row[0], self.top_k, self.top_p)  # [V]
+                s.gen.n_draft_calls += 1
+                c[len(s.context) + i] = int(q_b[i].argmax()) if greedy else sample(q_b[i], s.rng)
+        return [Proposal(s, c[len(s.context):], q_b)
+                for s, c, q_b in zip(states, ctx, q, strict=True)]
+
+    def verify_batch(self, proposals: list[Proposal]) -> list[Verification]:
+        """The verification of one step: ONE target call over every sequence's context
+        and draft tokens, then each sequence's acceptance test with its own Generator.
+
+        Plain decoding (no draft) samples one token per sequence, as ``generate`` does.
+        This is the call a fault boundary wraps (see the module docstring).
+        """
+        contexts = [np.concatenate([p.state.context, p.drafted]) for p in proposals]
+        rows = self._target_rows.rows(contexts, [len(p.drafted) + 1 for p in proposals],
+                                      self.temperature)
+        out = []
+        for p, row in zip(proposals, rows, strict=True):
+            target_probs = truncate(row, self.top_k, self.top_p)  # [k_b + 1, V]
+            if self.draft is None:
+                dist = target_probs[0]
+                token = int(dist.argmax()) if self.temperature == 0 else sample(dist, p.state.rng)
+                out.append(Verification(np.array([token], np.int64), 0, "sample"))
+            else:
+                out.append(verify_checked(p.drafted, p.q, target_probs, p.state.rng, self.rule,
+                                          self.params))
+        return out
+
+    def _commit(self, proposals: list[Proposal],
+                results: list[Verification]) -> list[tuple[object, Generation]]:
+        done = []
+        for slot, (p, result) in enumerate(zip(proposals, results, strict=True)):
+            s = p.state
+            s.gen.n_target_calls += 1
+            emitted, hit_eos = cut_at_eos(result.tokens, s.eos_id)
+            s.gen.steps.append(Step(tuple(p.drafted.tolist()), result.n_accepted,
+                                    tuple(emitted.tolist()), result.extra))
+            s.context = np.concatenate([s.context, emitted])
+            if hit_eos or s.n_new >= s.max_new_tokens:
+                done.append(slot)
+        finished = []
+        for slot in reversed(done):  # the last active sequence moves into a freed slot
+            finished.append(self._finish(self.active[slot]))
+            self._target_rows.remove(slot)
+            if self._draft_rows is not None:
+                self._draft_rows.remove(slot)
+            self.active[slot] = self.active[-1]
+            self.active.pop()
+        return finished[::-1]
+
+    def _finish(self, state: SequenceState) -> tuple[object, Generation]:
+        state.done = True
+        state.gen.tokens = state.context[len(state.prompt):].copy()
+        state.gen.wall_time_s = time.perf_counter() - state.started
+        return state.request_id, state.gen
+
+
+def _ends_at_eos(state: SequenceState) -> bool:
+    """A resumed sequence whose last emitted token was its EOS is already finished."""
+    return state.eos_id is not None and state.n_new > 0 and state.context[-1] == state.eos_id
+
+
+def _generators(seeds: object, n: int) -> list[np.random.Generator]:
+    """One Generator per sequence: ``seeds`` is a list of n seeds or Generators, an int
+    (sequence i gets ``SeedSequence(seeds).spawn(n)[i]``) or None (fresh entropy)."""
+    if seeds is None or (isinstance(seeds, int | np.integer) and not isinstance(seeds, bool)):
+        children = np.random.SeedSequence(None if seeds is None else int(seeds)).spawn(n)
+        return [np.random.default_rng(child) for child in children]
+    if not isinstance(seeds, Sequence) or len(seeds) != n:
+        raise ValueError(f"seeds must be None, an int, or a list of {n} seeds (one per "
+                         f"prompt), got {seeds!r:.60}")
+    return [as_generator(seed) for seed in seeds]
+
+
+def _per_prompt(value: object, n: int, name: str) -> list:
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != n:
+            raise ValueError(f"{name} must be one value or a list of {n}, got {len(value)}")
+        return list(value)
+    return [value] * n
+
+
+def speculative_generate_batch(
+    target: object,
+    draft: object | None,
+    prompts: Sequence[object],
+    *,
+    k: int,
+    max_new_tokens: int | Sequence[int],
+    temperature: float = 1.0,
+    rule: str = "exact",
+    seeds: object = None,
+    eos_id: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    max_batch: int | None = None,
+    **rule_params: float,
+) -> list[Generation]:
+    """Speculative decoding of every prompt in ``prompts``, batched (:class:`BatchEngine`).
+
+    Returns one :class:`~specdec_lite.decode.Generation` per prompt, in order.
+    ``max_new_tokens`` is one number or one per prompt; ``seeds`` one per prompt (each
+    sequence's own Generator), an int (spawned into one child seed per prompt) or None.
+    ``max_batch`` (default: all prompts) bounds the active sequences; the others join as
+    sequences finish. ``k=0`` (or ``draft=None``) is plain batched decoding.
+    """
+    if not isinstance(prompts, Sequence) or isinstance(prompts, str) or not prompts:
+        raise ValueError("prompts must be a non-empty list of token sequences")
+    n = len(prompts)
+    rngs = _generators(seeds, n)
+    limits = _per_prompt(max_new_tokens, n, "max_new_tokens")
+    engine = BatchEngine(target, draft, k=check_int(k, "k", 0), temperature=temperature,
+                         rule=rule, top_k=top_k, top_p=top_p,
+                         max_batch=n if max_batch is None else max_batch, **rule_params)
+    for i, (prompt, limit, rng) in enumerate(zip(prompts, limits, rngs, strict=True)):
+        try:
+            engine.add(prompt, max_new_tokens=limit, seed=rng, eos_id=eos_id, request_id=i)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"prompts[{i}]: {err}") from None
+    done = engine.run()
+    return [done[i] for i in range(n)]
+
+
+def generate_batch(target: object, prompts: Sequence[object], *,
+                   max_new_tokens: int | Sequence[int], temperature: float = 1.0,
+                   seeds: object = None, eos_id: int | None = None, top_k: int | None = None,
+                   top_p: float | None = None, max_batch: int | None = None) -> list[Generation]:
+    """Plain batched decoding: :func:`specdec_lite.decode.generate` for every prompt, one
+    batched target call per token (``speculative_generate_batch`` with no draft)."""
+    return speculative_generate_batch(target, None, prompts, k=0, max_new_tokens=max_new_tokens,
+                                      temperature=temperature, seeds=seeds, eos_id=eos_id,
+                                      top_k=top_k, top_p=top_p, max_batch=max_batch)
+
+
+__all__ = ["BatchEngine", "Proposal", "SequenceState", "generate_batch",
+           "speculative_generate_batch"]

@@ -1,0 +1,158 @@
+"""Throughput against batch size: plain and speculative decoding of B sequences at once.
+
+For each batch size B and repeat, B held-out prompts (the run's prompts, repeated when
+B is larger) are decoded together by one :class:`specdec_lite.batch.BatchEngine`, all
+joining at the start, once plainly and once speculatively (the draft GPT, k tokens), in
+a seeded shuffled order so that drift hits both alike.
+Throughput is the new tokens of the whole batch over the wall time of the decoding
+(the prompts are prefilled before the clock starts, as in the single-sequence runs).
+Each sequence has its own seed, from (seed, B, repeat, sequence).
+
+The result is the ``batch`` field of a benchmark's JSON: its ``settings`` and one row
+per (temperature, method, B) with the median tokens/s over repeats and its bootstrap
+95% CI, τ and α over the batch, and for speculative rows the speedup: the median over
+repeats of speculative over plain tokens/s of the same repeat. Speculation trades
+extra FLOPs (k + 1 positions per target call, plus the drafts) for fewer sequential
+calls; a batch already gives the target's matrix products many rows, so the question
+is whether the speedup shrinks as B grows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from ..batch import BatchEngine
+from ..pretrained import Pretrained
+from .stats import bootstrap_ci
+
+BATCH_SIZES = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What the batch section runs: batch sizes, draft length, temperatures, tokens."""
+
+    sizes: tuple[int, ...] = BATCH_SIZES
+    k: int = 3
+    temperatures: tuple[float, ...] = (0.0, 1.0)
+    new_tokens: int = 64
+    repeats: int = 3
+    seed: int = 0
+
+    def check(self) -> BatchSettings:
+        """Raise ``ValueError`` naming the first bad setting; return ``self``."""
+        if not self.sizes or min(self.sizes) < 1:
+            raise ValueError(f"sizes must be batch sizes >= 1, got {list(self.sizes)}")
+        for name in ("k", "new_tokens", "repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.temperatures or any(not t >= 0 for t in self.temperatures):
+            raise ValueError(f"temperatures must be >= 0, got {list(self.temperatures)}")
+        return self
+
+
+QUICK_BATCH = BatchSettings(sizes=(1, 4), temperatures=(0.0,), new_tokens=24, repeats=2)
+
+
+def batch_settings(settings: object) -> BatchSettings:
+    """The section's settings in a benchmark run with ``settings`` (a ``bench.Settings``):
+    ``QUICK_BATCH`` for a quick run, else the defaults; the run's seed, and no more new
+    tokens than the run's."""
+    base = QUICK_BATCH if settings.quick else BatchSettings()
+    return replace(base, seed=settings.seed,
+                   new_tokens=min(base.new_tokens, settings.new_tokens))
+
+
+def run_batch(models: Pretrained, method: str, batch: list[np.ndarray], temperature: float,
+              s: BatchSettings, repeat: int) -> tuple[float, list]:
+    """Decode ``batch`` together with ``method`` (``"plain"`` or ``"speculative"``);
+    return (wall seconds of the decoding, after the prompts are prefilled, and the
+    Generations). Sequence i is seeded by (seed, B, repeat, i)."""
+    draft, k = (None, 0) if method == "plain" else (models.draft, s.k)
+    engine = BatchEngine(models.target, draft, k=k, temperature=temperature,
+                         rule="greedy" if temperature == 0 else "exact", max_batch=len(batch))
+    for i, prompt in enumerate(batch):
+        seed = np.random.default_rng(np.random.SeedSequence([s.seed, len(batch), repeat, i]))
+        engine.add(prompt, max_new_tokens=s.new_tokens, seed=seed, request_id=i)
+    engine.admit()  # the prefill, untimed as in the single-sequence runs
+    start = time.perf_counter()
+    done = engine.run()
+    return time.perf_counter() - start, [done[i] for i in range(len(batch))]
+
+
+def measure(models: Pretrained, prompts: list[np.ndarray],
+            settings: BatchSettings | None = None) -> dict:
+    """The ``batch`` section: throughput of plain and speculative decoding per batch size
+    (see the module docstring). ``prompts`` are token arrays, reused in turn."""
+    s = (settings or BatchSettings()).check()
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    rng = np.random.default_rng(s.seed)
+    cells = []  # (temperature, method, B, repeat, tokens/s, tokens, tau, alpha)
+    for repeat in range(s.repeats):
+        for b in rng.permutation(s.sizes).tolist():
+            batch = [prompts[i % len(prompts)] for i in range(b)]
+            for t in s.temperatures:
+                for method in rng.permutation(["plain", "speculative"]).tolist():
+                    wall, gens = run_batch(models, method, batch, t, s, repeat)
+                    tokens = sum(len(g.tokens) for g in gens)
+                    checked = sum(g.n_checked for g in gens)
+                    cells.append((t, method, b, repeat, tokens / wall, tokens,
+                                  tokens / sum(g.n_target_calls for g in gens),
+                                  sum(g.n_accepted for g in gens) / checked if checked else None))
+    return {"settings": {**asdict(s), "sizes": list(s.sizes),
+                         "temperatures": list(s.temperatures)},
+            "rows": summarise(cells, s)}
+
+
+def summarise(cells: list[tuple], s: BatchSettings) -> list[dict]:
+    """One row per (temperature, method, B): medians, CIs and the paired speedup."""
+    rows = []
+    for t in s.temperatures:
+        for method in ("plain", "speculative"):
+            for b in s.sizes:
+                mine = sorted((c for c in cells if c[:3] == (t, method, b)), key=lambda c: c[3])
+                rate = [c[4] for c in mine]
+                row = {"method": method, "temperature": t, "batch": b,
+                       "k": s.k if method == "speculative" else 0,
+                       "tokens_per_s": float(np.median(rate)),
+                       "tokens_per_s_ci": list(bootstrap_ci(rate, s.seed)),
+                       "tokens": int(sum(c[5] for c in mine)),
+                       "tau": float(np.mean([c[6] for c in mine])),
+                       "alpha": (float(np.mean([c[7] for c in mine]))
+                                 if method == "speculative" else None),
+                       "speedup": None, "speedup_ci": None, "n_runs": len(mine)}
+                if method == "speculative":
+                    plain = sorted((c for c in cells if c[:3] == (t, "plain", b)),
+                                   key=lambda c: c[3])
+                    ratio = [c[4] / p[4] for c, p in zip(mine, plain, strict=True)]
+                    row["speedup"] = float(np.median(ratio))
+                    row["speedup_ci"] = list(bootstrap_ci(ratio, s.seed))
+                rows.append(row)
+    return rows
+
+
+def format_batch(section: dict) -> str:
+    """The batch section as a terminal table: tokens/s per B, plain and speculative."""
+    s = section["settings"]
+    lines = [f"Throughput against batch size (k={s['k']}, {s['new_tokens']} new tokens per "
+             f"sequence, {s['repeats']} repeats; tokens/s over the whole batch)",
+             f"{'T':>4} {'B':>3} {'plain tok/s':>12} {'spec tok/s':>11} {'speedup':>8} "
+             f"{'95% CI':>12} {'tau':>5} {'alpha':>6}"]
+    by_key = {(r["temperature"], r["method"], r["batch"]): r for r in section["rows"]}
+    for t in s["temperatures"]:
+        for b in s["sizes"]:
+            plain, spec = by_key[(t, "plain", b)], by_key[(t, "speculative", b)]
+            lo, hi = spec["speedup_ci"]
+            lines.append(f"{t:>4g} {b:>3} {plain['tokens_per_s']:>12.0f} "
+                         f"{spec['tokens_per_s']:>11.0f} {spec['speedup']:>7.2f}x "
+                         f"{lo:>5.2f}-{hi:<6.2f} {spec['tau']:>5.2f} {spec['alpha']:>6.2f}")
+    return "\n".join(lines)
+
+
+__all__ = ["BATCH_SIZES", "QUICK_BATCH", "BatchSettings", "batch_settings", "format_batch",
+           "measure",
+           "run_batch", "summarise"]
