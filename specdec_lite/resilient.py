@@ -1,0 +1,262 @@
+"""A speculative decode loop that survives its verifier: fallbacks and a circuit breaker.
+
+:func:`resilient_generate` is :func:`specdec_lite.decode.speculative_generate` with the
+verification behind a boundary (:mod:`specdec_lite.faults`). When a verification raises,
+passes its time budget, or its worker dies, that step falls back to plain target decoding:
+one token from the target's own warped distribution after the prefix
+(:func:`fallback_token`). After ``failures`` faults in a row a
+:class:`~specdec_lite.breaker.CircuitBreaker` stops drafting for a cool-down, then lets one
+step try again.
+
+Why a fallback keeps the output law exact. Speculative sampling is exact step by step:
+given the prefix s, a step emits tokens whose law is the target's, p(· | s), then
+p(· | s, y_1), and so on for as long as the step lasts (Leviathan et al. 2023, Theorem 1).
+A plain step emits one token y ~ p(· | s): a step of length one with the same property.
+The law of the whole output is the product of these conditionals whichever kind each
+step is, provided the choice of kind does not look at what the step draws. A fault makes
+that choice: everything the failed step drew (its drafts, its acceptance coins) is thrown
+away, the engine's generator keeps the state it had before the verifier was called (the
+verifier draws from a copy, see :mod:`specdec_lite.faults`), and the fallback draws a fresh
+y ~ p(· | s). Then P(y | s) = P(no fault)·p(y | s) + P(fault)·p(y | s) = p(y | s).
+
+The proviso is real: given the prefix, whether a step fails must not depend on the step's
+own draws. Crashes, kills, hangs and load make faults of that kind. A verifier that fails
+*because of* particular draft tokens does not: the steps that survive are then a biased
+selection, and ``tests/test_faults.py`` shows the chi-square test catching it. For the same
+reason a time budget must sit well above the normal verification time, so that it catches
+hangs and not the slower half of ordinary steps. At ``temperature=0`` the fallback is the
+target's argmax, so greedy output is identical to a run without faults.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .breaker import CircuitBreaker
+from .checks import check_eos, check_int, check_positive, check_prompt, check_window
+from .decode import Generation, Step, cut_at_eos
+from .distributions import (
+    as_generator,
+    check_temperature,
+    check_top_k,
+    check_top_p,
+    sample,
+    truncate,
+)
+from .faults import (
+    InProcessVerifier,
+    VerifyRequest,
+    fault_cause,
+    generator_state,
+)
+from .models import check_model, model_rows
+from .telemetry import NULL_SINK, Sink, StepEvent, Summary
+from .verify import Verification, check_rule
+
+
+@dataclass
+class ResilientGeneration(Generation):
+    """A :class:`~specdec_lite.decode.Generation` with its faults.
+
+    ``causes`` has one entry per step: None for a speculative step, else why it was
+    decoded plainly (:data:`specdec_lite.faults.CAUSES`); a plain step's :class:`Step` is
+    ``Step((), 0, (token,), "sample")``, as in :func:`specdec_lite.decode.generate`.
+    ``n_target_calls`` counts one call per step (the verification that succeeded or the
+    fallback); the calls of failed verifications are in ``fallbacks`` instead.
+    ``restarts`` and ``breaker_trips`` are the verifier's restarts and the breaker's
+    openings during this run.
+    """
+
+    causes: list[str | None] = field(default_factory=list)
+    restarts: int = 0
+    breaker_trips: int = 0
+
+    @property
+    def fallbacks(self) -> dict[str, int]:
+        """Plain steps by cause (only the causes that happened)."""
+        return dict(Counter(c for c in self.causes if c is not None))
+
+    @property
+    def n_fallbacks(self) -> int:
+        return sum(c is not None for c in self.causes)
+
+
+def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
+                top_k: int | None, top_p: float | None,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draft ``k`` tokens after ``seq`` [n] as the library's loop does: (context [n + k]
+    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from)."""
+    n = len(seq)
+    ctx = np.concatenate([seq, np.zeros(k, dtype=np.int64)])  # [n + k]
+    q = np.zeros((k, draft.vocab_size))  # [k, V]
+    for i in range(k):  # draft i sees ctx[:n + i], a view never written again
+        q[i] = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0], top_k, top_p)
+        ctx[n + i] = int(q[i].argmax()) if temperature == 0 else sample(q[i], rng)
+    return ctx, q
+
+
+def fallback_token(target: object, seq: np.ndarray, temperature: float, top_k: int | None,
+                   top_p: float | None, rng: np.random.Generator) -> int:
+    """Plain decoding's step: one token from the target's warped row after ``seq`` [n]
+    (its argmax at ``temperature=0``), drawn with ``rng``."""
+    p = truncate(model_rows(target, seq, 1, "target", temperature)[0], top_k, top_p)  # [V]
+    return int(p.argmax()) if temperature == 0 else sample(p, rng)
+
+
+def check_reply(result: object, drafted: np.ndarray, vocab: int) -> Verification:
+    """``result`` if it is a verification of ``drafted`` [k] that could be right: 1 to
+    k + 1 integer ids in [0, V) whose first ``n_accepted`` are the drafts; else
+    ``ValueError`` (a verifier that answers nonsense is faulty, like one that raises)."""
+    if not isinstance(result, Verification):
+        raise ValueError(f"the verifier returned {type(result).__name__}, not a Verification")
+    tokens, n = np.asarray(result.tokens), result.n_accepted
+    k = len(drafted)
+    if (tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer)
+            or not 0 <= n <= k or len(tokens) != n + 1
+            or tokens.min() < 0 or tokens.max() >= vocab
+            or not np.array_equal(tokens[:n], drafted[:n])):
+        raise ValueError(f"the verifier returned an impossible verification of {k} drafts: "
+                         f"tokens {tokens.tolist()}, n_accepted {n}")
+    return result
+
+
+def resilient_generate(
+    target: object,
+    draft: object,
+    prompt: np.ndarray,
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    rule: str = "exact",
+    seed: int | np.random.Generator | None = None,
+    eos_id: int | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    verifier: Callable | None = None,
+    time_budget_s: float | None = None,
+    breaker: CircuitBreaker | None = None,
+    sink: Sink | None = None,
+    request_id: str | None = None,
+    on_step: Callable[[ResilientGeneration, np.random.Generator], None] | None = None,
+    **rule_params: float,
+) -> ResilientGeneration:
+    """Speculative decoding whose verification may fail; see the module docstring.
+
+    The arguments up to ``top_p`` are :func:`specdec_lite.decode.speculative_generate`'s,
+    and a run that meets no fault returns the same tokens (for the same ``seed``). Then:
+
+    * ``verifier``: ``verifier(request, timeout) -> VerifyReply``
+      (:mod:`specdec_lite.faults`); default an :class:`~specdec_lite.faults.InProcessVerifier`
+      of ``target``, closed at the end. The loop's own ``target`` serves the fallbacks.
+    * ``time_budget_s``: the most seconds one verification may take (None: no limit).
+    * ``breaker``: a :class:`~specdec_lite.breaker.CircuitBreaker` (default: 3 failures,
+      8 steps of cool-down); pass one breaker to many runs to share its memory.
+    * ``sink``: where metrics and logs go (:mod:`specdec_lite.telemetry`); ``request_id``
+      names the run there (default a random hex id).
+    * ``on_step(gen, rng)``: called after every step with the generation so far and the
+      engine's generator (the journal commits here).
+
+    Drafting sits inside the boundary too: a draft model that raises makes a fault like a
+    failed verification (its calls before the error are not counted in ``n_draft_calls``).
+    Only the fallback's own target call can end the run with an exception.
+    """
+    k = check_int(k, "k", 1)
+    vocab = check_model(target, "target")
+    if check_model(draft, "draft") != vocab:
+        raise ValueError(f"draft.vocab_size={draft.vocab_size} differs from "
+                         f"target.vocab_size={vocab}")
+    prompt = check_prompt(prompt, vocab)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
+    n_last = len(prompt) + max_new_tokens - 1  # the longest prefix the target reads
+    check_window(target, "target", len(prompt), max_new_tokens, n_last if max_new_tokens else 0)
+    check_window(draft, "draft", len(prompt), max_new_tokens,
+                 n_last - 1 if max_new_tokens >= 2 else 0)
+    temperature = check_temperature(temperature)
+    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+    if temperature == 0:
+        top_k = top_p = None  # greedy decoding ignores both cuts, as the other loops do
+    eos_id = check_eos(eos_id, vocab)
+    params = check_rule(rule, rule_params)
+    if time_budget_s is not None:
+        time_budget_s = check_positive(time_budget_s, "time_budget_s")
+    if verifier is not None and not callable(verifier):
+        raise TypeError(f"verifier must be callable, got {type(verifier).__name__}")
+    if breaker is not None and not isinstance(breaker, CircuitBreaker):
+        raise TypeError(f"breaker must be a CircuitBreaker, got {type(breaker).__name__}")
+    if request_id is not None and not isinstance(request_id, str):
+        raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
+    rng = as_generator(seed)
+    own_verifier = verifier is None
+    verifier = InProcessVerifier(target) if own_verifier else verifier
+    breaker = CircuitBreaker() if breaker is None else breaker
+    sink = NULL_SINK if sink is None else sink
+    request_id = uuid.uuid4().hex if request_id is None else request_id
+    restarts0, trips0 = getattr(verifier, "restarts", 0), breaker.trips
+
+    settings = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                "rule": rule, "eos_id": eos_id, "top_k": top_k, "top_p": top_p}
+    sink.start(request_id, len(prompt), settings)
+    start = time.perf_counter()
+    gen = ResilientGeneration(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
+    seq = prompt  # [n] the sequence so far
+    try:
+        while len(seq) - len(prompt) < max_new_tokens:
+            step_start = time.perf_counter()
+            k_step = min(k, max_new_tokens - (len(seq) - len(prompt)) - 1)
+            n_draft_calls, cause = 0, "circuit_open"
+            if breaker.allow():
+                try:
+                    ctx, q = draft_block(draft, seq, k_step, temperature, top_k, top_p, rng)
+                    n_draft_calls = k_step
+                    request = VerifyRequest(ctx, q, temperature, top_k, top_p, rule, params,
+                                            generator_state(rng))
+                    reply = verifier(request, time_budget_s)
+                    result = check_reply(reply.verification, ctx[len(seq):], vocab)
+                    rng.bit_generator.state = reply.rng_state  # last: a bad state changes nothing
+                except Exception as exc:  # noqa: BLE001 - every failure is a fault to survive
+                    cause = fault_cause(exc)
+                    breaker.record_failure()
+                    sink.fault(request_id, cause, f"{type(exc).__name__}: {exc}")
+                else:
+                    cause = None
+                    breaker.record_success()
+                    emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
+                    step = Step(tuple(ctx[len(seq):].tolist()), result.n_accepted,
+                                tuple(emitted.tolist()), result.extra)
+            if cause is not None:
+                token = fallback_token(target, seq, temperature, top_k, top_p, rng)
+                emitted, hit_eos = np.array([token], dtype=np.int64), token == eos_id
+                step = Step((), 0, (token,), "sample")
+            gen.n_target_calls += 1
+            gen.n_draft_calls += n_draft_calls
+            gen.steps.append(step)
+            gen.causes.append(cause)
+            seq = np.concatenate([seq, emitted])
+            gen.tokens = seq[len(prompt):]
+            sink.step(StepEvent(request_id, len(gen.steps) - 1, len(step.proposed),
+                                step.n_accepted, len(emitted), 1, n_draft_calls,
+                                time.perf_counter() - step_start, cause))
+            sink.batch(1)
+            if on_step is not None:
+                on_step(gen, rng)
+            if hit_eos:
+                break
+    except BaseException as exc:
+        sink.fail(request_id, exc)
+        raise
+    finally:
+        if own_verifier:
+            verifier.close()
+    gen.wall_time_s = time.perf_counter() - start
+    gen.restarts = getattr(verifier, "restarts", 0) - restarts0
+    gen.breaker_trips = breaker.trips - trips0
+    sink.finish(Summary(request_id, len(gen.tokens), len(gen.steps), gen.n_target_calls,
+                        gen.n_draft_calls, gen.alpha, gen.tau, gen.fallbacks, gen.wall_time_s))
+    return gen
