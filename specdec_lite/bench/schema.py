@@ -63,6 +63,15 @@ OPTIONAL_FIELDS: tuple[tuple[str, str, str], ...] = (
      "rows [{label, reference: [median, lo, hi], new: [median, lo, hi], "
      "in_reference_ci, overlap}], in_reference_ci and overlap (counts), costs "
      "({name: [reference, new]})"),
+    ("batch", "object", "throughput against batch size (bench.batch): settings ({sizes, "
+     "k, temperatures, new_tokens, repeats, seed}) and rows [{method: plain | "
+     "speculative, temperature, batch, k, tokens_per_s, tokens_per_s_ci, tokens, tau, "
+     "alpha, speedup, speedup_ci, n_runs}]; runs before it lack it"),
+    ("hf", "object", "only with --hf (bench.hf): HF generate, HF assisted and our engine "
+     "over the HF adapter and over numpy on the exported weights: settings, k, rows "
+     "[{label, tokens_per_s, tokens_per_s_ci, speedup_vs_hf_greedy, speedup_ci, "
+     "forward_share, ms_per_token_forward, ms_per_token_engine, target_calls, draft_calls, "
+     "n_runs}], runs, same_tokens, versions, machine, notes"),
 )
 
 ROW_FIELDS: tuple[tuple[str, str, str], ...] = (
