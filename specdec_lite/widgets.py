@@ -4,6 +4,11 @@ Each function wraps a function of :mod:`specdec_lite.plots` in
 ``ipywidgets.interact`` with sliders. In the book these cells are the *live
 layer*, tagged ``nbval-ignore-output``; the static layer calls the same plot
 function directly at default values, so the HTML never shows a blank widget.
+
+The ``*_static`` functions are the precomputed twins of the key sliders: they draw the
+same plot function at a fixed list of slider positions when the notebook runs
+(:mod:`specdec_lite.static_slider`), so the slider responds in the plain HTML page,
+without a kernel.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import ipywidgets as W
 import matplotlib.pyplot as plt
 import numpy as np
 
-from . import plots
+from . import plots, static_slider
 
 
 def _show(fig: plt.Figure) -> None:
@@ -48,6 +53,26 @@ def temperature_overlap(
     )
 
 
+#: Draft temperatures of the precomputed slider (7 frames, about 0.85 MB of page: the
+#: heatmap makes each frame large).
+STATIC_T_DRAFTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+
+
+def temperature_overlap_static(
+    p: plots.Probs, q: plots.Probs, labels: list[str] | None = None, n_show: int | None = 12,
+    t_target: float = 1.0, t_drafts=STATIC_T_DRAFTS, default: float = 1.0,
+) -> static_slider.StaticSlider:
+    """The draft-temperature slider of :func:`temperature_overlap`, precomputed at
+    ``t_drafts`` with the target at ``t_target``, for the plain page."""
+    return static_slider.precompute(
+        lambda t_draft: plots.plot_temperature_overlap(p, q, t_target, t_draft, labels,
+                                                       n_show=n_show),
+        t_drafts, label="T draft", default=default, value_format="{:.2f}",
+        alt=f"Left: the target at T = {t_target:g} and the draft at this temperature, with "
+            "their overlap; right: α over both temperatures, this point circled",
+    )
+
+
 # ---------------------------------------------------------------------------
 # Chapter 2: acceptance
 # ---------------------------------------------------------------------------
@@ -71,6 +96,25 @@ def threshold_drift(
         value=1.5, min=0.25, max=4.0, step=0.05, description="θ", continuous_update=False
     )
     return W.interactive(draw, theta=slider)
+
+
+#: θ positions of the precomputed slider: every regime of the toy's ratios p/q (the output
+#: changes only where θ crosses one), 12 frames, about 0.8 MB of page.
+STATIC_THETAS = np.arange(0.25, 3.01, 0.25)
+
+
+def threshold_drift_static(
+    p, q, labels: list[str] | None = None, n_samples: int = 5000, thetas=STATIC_THETAS,
+    default: float = 1.5,
+) -> static_slider.StaticSlider:
+    """The θ slider of :func:`threshold_drift`, precomputed at ``thetas`` for the plain page:
+    the same figure (and the same ``n_samples`` sampled steps, seed 0) at each θ."""
+    return static_slider.precompute(
+        lambda theta: plots.plot_threshold_drift(p, q, theta, labels, n_samples=n_samples),
+        thetas, label="θ", default=default, value_format="{:.2f}",
+        alt="Left: the threshold rule's one-token output against the target p; "
+            "right: TV(output, p) against θ, with θ marked",
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -101,6 +145,23 @@ def k_explorer(
     )
 
 
+def k_explorer_static(
+    target, draft, tokenizer, prompt: str, max_new_tokens: int = 60, seed: int = 0,
+    max_steps: int = 12, ks=range(1, 11), temperature: float = 1.0, default: int = 4,
+) -> static_slider.StaticSlider:
+    """The k slider of :func:`k_explorer`, precomputed at each of ``ks`` (the temperature
+    fixed) for the plain page: one speculative run per k, traced as the explorer draws it."""
+    return static_slider.precompute(
+        lambda k: plots.plot_speculative_run(
+            target, draft, tokenizer, prompt, k=k, temperature=temperature,
+            max_new_tokens=max_new_tokens, seed=seed, max_steps=max_steps,
+        ),
+        ks, label="k", default=default, value_format="{:d}",
+        alt=f"The trace of one speculative run at T = {temperature:g}: each step's accepted, "
+            "rejected, corrected and bonus tokens",
+    )
+
+
 # ---------------------------------------------------------------------------
 # Chapter 5: Medusa heads
 # ---------------------------------------------------------------------------
@@ -114,14 +175,7 @@ def typical_explorer(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
 
     def draw(log10_eps: float = -1.05, delta: float = 0.3) -> None:
         value = 10.0**log10_eps
-        point_tau, point_tv = measure(value, delta)
-        fig = plots.plot_typical_tradeoff(eps, tau, tv, current=value,
-                                          title=f"ε = {value:.3g}, δ = {delta:.2f}: "
-                                                f"τ = {point_tau:.2f}, TV = {point_tv:.3f}")
-        ax, twin = fig.axes
-        ax.plot([value], [point_tau], "*", ms=14, color=plots.COLORS["accepted"])
-        twin.plot([value], [point_tv], "*", ms=14, color=plots.COLORS["rejected"])
-        _show(fig)
+        _show(_typical_point(eps, tau, tv, value, delta, *measure(value, delta)))
 
     return W.interactive(
         draw,
@@ -129,6 +183,32 @@ def typical_explorer(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
                                 description="log10 ε", continuous_update=False),
         delta=W.FloatSlider(value=0.3, min=0.05, max=1.0, step=0.05, description="δ",
                             continuous_update=False),
+    )
+
+
+def _typical_point(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray, value: float,
+                   delta: float, point_tau: float, point_tv: float) -> plt.Figure:
+    """The sweep of :func:`plots.plot_typical_tradeoff` with one measured point starred."""
+    fig = plots.plot_typical_tradeoff(eps, tau, tv, current=value,
+                                      title=f"ε = {value:.3g}, δ = {delta:.2f}: "
+                                            f"τ = {point_tau:.2f}, TV = {point_tv:.3f}")
+    ax, twin = fig.axes
+    ax.plot([value], [point_tau], "*", ms=14, color=plots.COLORS["accepted"])
+    twin.plot([value], [point_tv], "*", ms=14, color=plots.COLORS["rejected"])
+    return fig
+
+
+def typical_explorer_static(eps: np.ndarray, tau: np.ndarray, tv: np.ndarray,
+                            default: float = 0.09) -> static_slider.StaticSlider:
+    """An ε slider over the sweep's own points (δ = √ε), precomputed for the plain page:
+    each frame stars the sweep's measured τ and TV at that ε, so nothing is decoded again."""
+    eps = np.asarray(eps, dtype=float)  # [n]
+    points = {float(e): (float(t), float(d)) for e, t, d in zip(eps, tau, tv, strict=True)}
+    return static_slider.precompute(
+        lambda e: _typical_point(eps, tau, tv, e, float(np.sqrt(e)), *points[e]),
+        eps, label="ε", default=default, value_format="{:.3g}",
+        alt="Typical acceptance: τ and the first token's TV distance from the target "
+            "against ε, with this ε's point starred",
     )
 
 

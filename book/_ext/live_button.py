@@ -1,0 +1,47 @@
+"""A visible "Run live" button at the top of every chapter page.
+
+The button opens the chapter in the live edition: the JupyterLite site that `make lite`
+builds and `make book` copies to `<html>/lite/`, where the chapter runs in the reader's
+browser (Pyodide), offline. Only pages built from a notebook get one.
+
+The student edition (`hide_solutions: true`, `make book-student`) gets none: the live
+notebooks are the full chapters, solutions included, so linking them would undo the
+hidden solutions.
+"""
+
+from html import escape
+
+BUTTON = (
+    '<div class="live-edition" style="margin: 0 0 1rem 0">'
+    '<a class="btn btn-sm btn-primary" href="{href}" title="{title}">&#9654; Run live</a> '
+    '<span class="live-edition-note" style="font-size: 0.85em">{note}</span></div>'
+)
+TITLE = "Open this chapter in the live edition: Python runs in your browser, offline"
+NOTE = ("runs this chapter in your browser, no install; the first visit loads about 49 MB "
+        "(served over http, see the introduction)")
+
+
+def live_url(pagename: str, live_path: str) -> str:
+    """The chapter's address in the live edition, relative to the page `pagename`."""
+    up = "../" * pagename.count("/")
+    notebook = f"notebooks/{pagename.rsplit('/', 1)[-1]}.ipynb"
+    return f"{up}{live_path}/notebooks/index.html?path={notebook}"
+
+
+def add_button(app, pagename, templatename, context, doctree):
+    if getattr(app.config, "hide_solutions", False) or "body" not in context:
+        return
+    if not pagename.startswith("notebooks/"):
+        return
+    if not str(app.env.doc2path(pagename)).endswith(".ipynb"):
+        return
+    href = live_url(pagename, app.config.live_edition_path)
+    context["body"] = BUTTON.format(href=escape(href), title=escape(TITLE),
+                                    note=escape(NOTE)) + context["body"]
+
+
+def setup(app):
+    # Where `make book` puts the live edition, relative to the HTML root.
+    app.add_config_value("live_edition_path", "lite", "html")
+    app.connect("html-page-context", add_button)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
