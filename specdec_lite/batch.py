@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +87,7 @@ class SequenceState:
     context: np.ndarray  # [n_prompt + n_new]
     done: bool = False
     started: float = 0.0
+    n_fallbacks: int = 0  # steps decoded plainly because verification failed or was refused
 
     @property
     def n_new(self) -> int:
@@ -128,7 +129,10 @@ class BatchEngine:
 
     def __init__(self, target: object, draft: object | None = None, *, k: int | None = None,
                  temperature: float = 1.0, rule: str = "exact", top_k: int | None = None,
-                 top_p: float | None = None, max_batch: int = 16, **rule_params: float) -> None:
+                 top_p: float | None = None, max_batch: int = 16, fall_back: bool = False,
+                 breaker: object | None = None,
+                 inject_fault: Callable[[int], None] | None = None,
+                 **rule_params: float) -> None:
         self.vocab = check_model(target, "target")
         if draft is not None and check_model(draft, "draft") != self.vocab:
             raise ValueError(f"draft.vocab_size={draft.vocab_size} differs from "
@@ -151,6 +155,14 @@ class BatchEngine:
         self._known: set = set()
         self.n_steps = 0
         self.batch_sizes: list[int] = []  # active sequences at each step
+        # Faults (see the module docstring): fall back to plain decoding when verification
+        # raises; an optional circuit breaker (specdec_lite.breaker.CircuitBreaker) stops
+        # drafting after repeated failures; inject_fault(step) is called before each
+        # verification and may raise, for fault drills and tests.
+        self.fall_back = bool(fall_back)
+        self.breaker = breaker
+        self.inject_fault = inject_fault
+        self.fallback_causes: dict[str, int] = {}
 
     @property
     def idle(self) -> bool:
@@ -241,9 +253,71 @@ class BatchEngine:
             return finished
         self.n_steps += 1
         self.batch_sizes.append(len(self.active))
-        proposals = self.propose()
-        results = self.verify_batch(proposals)
+        if self.draft is not None and self.breaker is not None and not self.breaker.allow():
+            self._count_fallback("circuit_open")
+            proposals = self._plain(self.propose_nothing())
+        else:
+            proposals = self.propose()
+        proposals, results = self._verify_or_fall_back(proposals)
         return finished + self._commit(proposals, results)
+
+    def cancel(self, request_id: object) -> bool:
+        """Drop a waiting or active request (its deadline passed, its client left).
+        Returns whether it was there; its tokens so far stay in its ``Generation``."""
+        for state in list(self.waiting):
+            if state.request_id == request_id:
+                self.waiting.remove(state)
+                self._finish(state)
+                return True
+        for slot, state in enumerate(self.active):
+            if state.request_id == request_id:
+                self._finish(state)
+                self._drop_slot(slot)
+                return True
+        return False
+
+    def propose_nothing(self) -> list[Proposal]:
+        """Empty proposals for every active sequence: a plain step, no draft call."""
+        return [Proposal(s, np.zeros(0, np.int64), np.zeros((0, self.vocab)))
+                for s in self.active]
+
+    @staticmethod
+    def _plain(proposals: list[Proposal]) -> list[Proposal]:
+        return [Proposal(p.state, p.drafted[:0], p.q[:0]) for p in proposals]
+
+    def _count_fallback(self, cause: str) -> None:
+        self.fallback_causes[cause] = self.fallback_causes.get(cause, 0) + 1
+        for state in self.active:
+            state.n_fallbacks += 1
+
+    def _verify_or_fall_back(self, proposals: list[Proposal]
+                             ) -> tuple[list[Proposal], list[Verification]]:
+        """Verify; if that raises and ``fall_back`` is on, decode the step plainly.
+
+        The fallback restores each sequence's Generator to its state before the failed
+        verification and emits one token from the target's own (warped) distribution, the
+        extra token of a k = 0 verification. Whether a step fails does not depend on its
+        draws, so the output law stays the target's.
+        """
+        before = [p.state.rng.bit_generator.state for p in proposals]
+        try:
+            if self.inject_fault is not None:
+                self.inject_fault(self.n_steps)
+            results = self.verify_batch(proposals)
+        except Exception as exc:  # any failure of the verifier is a fault to survive
+            if not self.fall_back:
+                raise
+            if self.breaker is not None and any(len(p.drafted) for p in proposals):
+                self.breaker.record_failure()
+            for p, state in zip(proposals, before, strict=True):
+                p.state.rng.bit_generator.state = state
+            self._count_fallback(type(exc).__name__ if not isinstance(exc, TimeoutError)
+                                 else "timeout")
+            proposals = self._plain(proposals)
+            return proposals, self.verify_batch(proposals)
+        if self.breaker is not None and any(len(p.drafted) for p in proposals):
+            self.breaker.record_success()
+        return proposals, results
 
     def run(self) -> dict[object, Generation]:
         """Step until every request has finished; {request id: Generation} in the order
@@ -330,14 +404,18 @@ class BatchEngine:
             if hit_eos or s.n_new >= s.max_new_tokens:
                 done.append(slot)
         finished = []
-        for slot in reversed(done):  # the last active sequence moves into a freed slot
+        for slot in reversed(done):
             finished.append(self._finish(self.active[slot]))
-            self._target_rows.remove(slot)
-            if self._draft_rows is not None:
-                self._draft_rows.remove(slot)
-            self.active[slot] = self.active[-1]
-            self.active.pop()
+            self._drop_slot(slot)
         return finished[::-1]
+
+    def _drop_slot(self, slot: int) -> None:
+        """Free ``slot``: the last active sequence moves into it, in the caches too."""
+        self._target_rows.remove(slot)
+        if self._draft_rows is not None:
+            self._draft_rows.remove(slot)
+        self.active[slot] = self.active[-1]
+        self.active.pop()
 
     def _finish(self, state: SequenceState) -> tuple[object, Generation]:
         state.done = True

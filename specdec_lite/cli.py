@@ -1,4 +1,4 @@
-"""Command line: ``python -m specdec_lite generate ...`` and ``... bench ...``.
+"""Command line: ``python -m specdec_lite generate ...``, ``... bench ...`` and ``... serve``.
 
 ``generate`` fits an n-gram target and a smaller n-gram draft on the bundled
 corpus (CPython standard-library source, see ``specdec_lite/data``), decodes
@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Use 'specdec_lite COMMAND --help' for each command's options.",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    # Listed for --help only: main() hands `serve` to specdec_lite.service.server first.
+    commands.add_parser("serve", add_help=False,
+                        help="the HTTP service (FastAPI; see `serve --help`)")
     gen = commands.add_parser(
         "generate",
         help="speculative decoding with n-gram models fitted on the bundled corpus",
@@ -286,6 +289,11 @@ def _run_generate(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:  # the service has its own parser (specdec_lite.service.server)
+        from .service.server import main as serve
+
+        return serve(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -43,7 +43,7 @@ APPLICATION_ID = 0x53444C4A
 SCHEMA_VERSION = 1
 #: The settings a journal records (everything else, such as the verifier, is run-time only).
 SETTINGS = ("k", "max_new_tokens", "temperature", "rule", "eos_id", "top_k", "top_p",
-            "theta", "eps", "delta")
+            "theta", "eps", "delta", "method")
 
 _SCHEMA = {
     "generations": ("request_id", "prompt", "settings", "seed", "rng_state", "status",
@@ -109,7 +109,7 @@ class Entry:
 class Journal:
     """The journal file at ``path`` (created if missing or empty); see the module.
 
-    One ``Journal`` object is used from one thread; several processes may open the same
+    One ``Journal`` object is used by one thread at a time; several processes may open the same
     file (writers wait up to ``busy_timeout_s`` for each other). Use it as a context
     manager or call :meth:`close`.
     """
@@ -122,8 +122,10 @@ class Journal:
         if self.path.is_dir():
             raise ValueError(f"journal {self.path} is a directory, not a file")
         try:
+            # check_same_thread=False: a caller may hand the object from thread to thread
+            # (a server accepts on one, decodes on another) as long as it serialises calls.
             self._db = sqlite3.connect(self.path, isolation_level=None,
-                                       timeout=busy_timeout_s)
+                                       timeout=busy_timeout_s, check_same_thread=False)
         except sqlite3.Error as exc:
             raise ValueError(f"journal {self.path} cannot be opened: {exc}") from None
         try:
@@ -212,11 +214,16 @@ class Journal:
     def record(self, request_id: str, idx: int, step: Step, cause: str | None,
                draft_calls: int, rng: np.random.Generator) -> None:
         """Commit step ``idx`` of a generation and the generator's state after it."""
+        self.record_state(request_id, idx, step, cause, draft_calls, generator_state(rng))
+
+    def record_state(self, request_id: str, idx: int, step: Step, cause: str | None,
+                     draft_calls: int, rng_state: dict) -> None:
+        """:meth:`record`, given the generator's state (``bit_generator.state``) itself."""
         self._exec(
             "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (request_id, idx, json.dumps(list(step.proposed)), step.n_accepted,
              json.dumps(list(step.emitted)), step.extra, cause, draft_calls,
-             json.dumps(generator_state(rng))))
+             json.dumps(rng_state)))
 
     def _set_status(self, request_id: str, status: str, error: str | None = None) -> None:
         self._exec("UPDATE generations SET status = ?, error = ?, updated = ? "

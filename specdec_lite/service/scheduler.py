@@ -1,0 +1,277 @@
+"""The service's scheduler: a bounded queue in front of a continuously batched engine.
+
+One background thread owns the models and runs the decode loop. Each turn it admits
+waiting jobs into the running batch (up to ``max_batch`` sequences), advances every running
+sequence by one speculative step (one batched target forward per engine), hands the new
+tokens to whoever listens, and retires finished, failed or expired jobs. Requests therefore
+join the running batch between steps instead of waiting for each other: this is continuous
+batching. ``max_batch=1`` turns batching off (one sequence at a time, first come first
+served), for comparison.
+
+The HTTP layer never touches the models: it calls :meth:`Scheduler.submit` (which refuses
+with :class:`QueueFull` past ``max_queue`` jobs, so the server can answer 429), and reads a
+job's progress from :class:`Job` through a listener callback.
+
+Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per ``(method, k,
+temperature, top_p)`` group, so sequences decoded the same way share a target forward.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class QueueFull(Exception):
+    """The scheduler holds ``max_queue`` jobs already; retry after ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"queue full, retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How one request is decoded (already validated by the API schema)."""
+
+    method: str
+    k: int
+    max_new_tokens: int
+    temperature: float
+    top_p: float | None
+    seed: int
+
+
+@dataclass
+class StepUpdate:
+    """What one engine step did for one sequence."""
+
+    new_tokens: list[int]
+    finished: bool
+    n_target_calls: int = 1
+    n_draft_calls: int = 0
+    n_head_calls: int = 0
+    n_proposed: int = 0
+    n_accepted: int = 0
+    n_checked: int = 0
+    n_fallbacks: int = 0
+    rng_state: dict | None = None  # the sequence's Generator state after the step
+    steps: list = field(default_factory=list)  # the decode.Step records of the step
+
+
+class StepEngine(Protocol):
+    """A batch of sequences advanced together, one step at a time."""
+
+    def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
+            rng_state: dict | None) -> None: ...
+
+    def remove(self, key: str) -> None: ...
+
+    def step(self) -> dict[str, StepUpdate]: ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass
+class Job:
+    """One accepted request and everything generated for it so far."""
+
+    id: str
+    prompt: np.ndarray  # [n_prompt] token ids
+    settings: Settings
+    deadline: float  # time.monotonic() after which the job fails with "deadline"
+    tokens: list[int] = field(default_factory=list)
+    status: str = "queued"  # queued | running | finished | failed
+    error: str | None = None
+    stats: dict[str, int] = field(default_factory=lambda: dict(
+        n_target_calls=0, n_draft_calls=0, n_head_calls=0, n_proposed=0, n_accepted=0,
+        n_checked=0, n_fallbacks=0))
+    rng_state: dict | None = None
+    listeners: list[Callable[[Job, list[int]], None]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    submitted_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("finished", "failed")
+
+
+class Scheduler:
+    """Runs jobs on engines made by ``make_engine(method, k, temperature, top_p,
+    max_batch)`` in one thread.
+
+    ``journal`` (optional) is told about every job, step and result so that a restarted
+    server can finish what a killed one had accepted; ``metrics`` (optional) is told about
+    steps and outcomes. Both are duck-typed; see :mod:`specdec_lite.service.app`.
+    """
+
+    def __init__(self, make_engine: Callable[..., StepEngine], *,
+                 max_batch: int = 16, max_queue: int = 64, journal=None, metrics=None,
+                 idle_sleep_s: float = 0.002) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be >= 1, got {max_queue}")
+        self._make_engine = make_engine
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.journal = journal
+        self.metrics = metrics
+        self._idle_sleep_s = idle_sleep_s
+        self._lock = threading.RLock()
+        self._waiting: deque[Job] = deque()
+        self._running: dict[str, Job] = {}
+        self._jobs: dict[str, Job] = {}
+        self._done: OrderedDict[str, Job] = OrderedDict()  # the latest finished jobs
+        self._engines: dict[tuple, StepEngine] = {}
+        self._engine_of: dict[str, tuple] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.n_steps = 0
+        self.last_error: str | None = None
+
+    # -- the HTTP side --------------------------------------------------------------
+
+    def submit(self, job: Job, *, force: bool = False) -> Job:
+        """Queue ``job`` (or return the live job with the same id). ``force`` skips the
+        queue bound, for jobs resumed from the journal, which were accepted already."""
+        with self._lock:
+            known = self._jobs.get(job.id) or self._done.get(job.id)
+            if known is not None:
+                return known
+            if not force and len(self._waiting) + len(self._running) >= self.max_queue:
+                raise QueueFull(retry_after_s=1)
+            if self.journal is not None and not force:
+                self.journal.accept(job)
+            self._jobs[job.id] = job
+            self._waiting.append(job)
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        """The live or recently finished job ``job_id``, if this process has it."""
+        with self._lock:
+            return self._jobs.get(job_id) or self._done.get(job_id)
+
+    def load(self) -> tuple[int, int]:
+        """(waiting, running) job counts."""
+        with self._lock:
+            return len(self._waiting), len(self._running)
+
+    # -- the engine thread ----------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="specdec-engine",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._admit()
+            if not self._running:
+                time.sleep(self._idle_sleep_s)
+                continue
+            self._expire()
+            for key, engine in list(self._engines.items()):
+                if len(engine):
+                    self._step(key, engine)
+
+    def _admit(self) -> None:
+        with self._lock:
+            while self._waiting and len(self._running) < self.max_batch:
+                job = self._waiting.popleft()
+                if job.finished:
+                    continue
+                s = job.settings
+                key = (s.method, s.k, s.temperature, s.top_p)
+                engine = self._engines.get(key)
+                if engine is None:
+                    engine = self._engines[key] = self._make_engine(*key, self.max_batch)
+                try:
+                    engine.add(job.id, job.prompt, list(job.tokens), s, job.rng_state)
+                except Exception as exc:  # a job the engine refuses fails alone
+                    self._finish(job, f"{type(exc).__name__}: {exc}")
+                    continue
+                job.status = "running"
+                self._running[job.id] = job
+                self._engine_of[job.id] = key
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for job in [j for j in self._running.values() if now > j.deadline]:
+            self._retire(job, "deadline exceeded")
+
+    def _step(self, key: tuple, engine: StepEngine) -> None:
+        start = time.perf_counter()
+        try:
+            updates = engine.step()
+        except Exception as exc:  # the engine failed as a whole: fail its jobs, keep serving
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            for job_id, k in list(self._engine_of.items()):
+                if k == key:
+                    self._retire(self._running[job_id], self.last_error)
+            self._engines.pop(key, None)
+            if self.metrics is not None:
+                self.metrics.error("engine")
+            return
+        elapsed = time.perf_counter() - start
+        self.n_steps += 1
+        if self.metrics is not None:
+            self.metrics.step(len(updates), elapsed)
+        for job_id, update in updates.items():
+            job = self._running.get(job_id)
+            if job is None:
+                continue
+            room = job.settings.max_new_tokens - len(job.tokens)
+            new = [int(t) for t in update.new_tokens[:room]]
+            job.tokens.extend(new)
+            for name in job.stats:
+                job.stats[name] += getattr(update, name)
+            job.rng_state = update.rng_state
+            if self.metrics is not None:
+                self.metrics.sequence_step(job.id, update, len(new), elapsed)
+            if self.journal is not None:
+                self.journal.progress(job, update)
+            for listener in list(job.listeners):
+                listener(job, new)
+            if update.finished or len(job.tokens) >= job.settings.max_new_tokens:
+                self._retire(job, None)
+
+    def _retire(self, job: Job, error: str | None) -> None:
+        key = self._engine_of.pop(job.id, None)
+        if key is not None and key in self._engines:
+            self._engines[key].remove(job.id)
+        self._running.pop(job.id, None)
+        self._finish(job, error)
+
+    def _finish(self, job: Job, error: str | None) -> None:
+        job.status = "failed" if error else "finished"
+        job.error = error
+        if self.journal is not None:
+            self.journal.finish(job)
+        if self.metrics is not None:
+            self.metrics.outcome(job)
+        for listener in list(job.listeners):
+            listener(job, [])
+        with self._lock:
+            self._jobs.pop(job.id, None)
+            self._done[job.id] = job
+            while len(self._done) > 1024:
+                self._done.popitem(last=False)
+        job.done.set()

@@ -1,0 +1,77 @@
+"""The HTTP API's request and response bodies, as pydantic models.
+
+``POST /v1/completions`` takes the fields that clients of OpenAI-compatible servers send
+(``prompt``, ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stream``; ``model`` and
+``n=1`` are accepted so such clients work unchanged) plus this project's own: ``method``
+(how tokens are drafted), ``k`` (draft length) and ``request_id`` (an idempotency key: a client
+that retries with the same id gets the same generation, finished, even across a server
+restart). Unknown fields are refused, so a misspelt option is a 422 naming it rather than a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+METHODS = ("plain", "draft", "ngram", "medusa")
+
+# Largest prompt the API takes, in characters (the tokenizer is one token per character).
+MAX_PROMPT_CHARS = 200
+MAX_NEW_TOKENS = 200
+
+
+class CompletionRequest(BaseModel):
+    """One completion request. Bounds here are the API's; the server also refuses a prompt
+    plus ``max_tokens`` that would pass the model's context window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    max_tokens: int = Field(default=32, ge=1, le=MAX_NEW_TOKENS)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    stream: bool = False
+    method: Literal["plain", "draft", "ngram", "medusa"] = "draft"
+    k: int = Field(default=4, ge=1, le=16)
+    request_id: str | None = Field(default=None, min_length=1, max_length=64,
+                                   pattern=r"^[A-Za-z0-9_.-]+$")
+    model: str | None = Field(default=None, max_length=64)
+    n: Literal[1] = 1
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class SpecStats(BaseModel):
+    """The speculative statistics of one generation, with the book's names."""
+
+    method: str
+    k: int
+    alpha: float  # accepted / checked draft tokens
+    tau: float  # emitted tokens per target call
+    n_target_calls: int
+    n_draft_calls: int
+    n_head_calls: int
+    n_fallbacks: int
+
+
+class Choice(BaseModel):
+    index: int = 0
+    text: str
+    finish_reason: Literal["length", "stop", "error"]
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    spec: SpecStats

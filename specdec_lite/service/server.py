@@ -1,0 +1,115 @@
+"""``python -m specdec_lite serve``: run the HTTP service with uvicorn.
+
+The journal is on by default, in ``--data-dir`` (``./specdec_data``): a server killed with
+``kill -9`` and started again on the same directory finishes every request it had
+accepted. ``--no-journal`` turns it off. Bad arguments print one line and exit 2, before
+any model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_DATA_DIR = "specdec_data"
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _bounded(low: float, high: float, kind=int):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low} to {high}, got {text}")
+        return value
+    return parse
+
+
+def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
+    p = _OneLineParser(prog=prog, description="Serve OpenAI-style completions with "
+                       "speculative decoding of the shipped models (FastAPI + uvicorn).")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to bind (default 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=_bounded(1, 65535), default=8000)
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                   help=f"directory of the crash-safe journal (default ./{DEFAULT_DATA_DIR})")
+    p.add_argument("--no-journal", action="store_true", help="keep no journal")
+    p.add_argument("--max-batch", type=_bounded(1, 256), default=16,
+                   help="sequences decoded together (1 turns batching off)")
+    p.add_argument("--max-queue", type=_bounded(1, 100_000), default=64,
+                   help="jobs held (running + waiting) before answering 429")
+    p.add_argument("--deadline", type=_bounded(0.1, 3600.0, float), default=60.0,
+                   help="seconds a request may take before it fails with 504")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                   default="warning")
+    return p
+
+
+def check_data_dir(path: str) -> Path:
+    """The journal directory, created if missing; one clear error if it is unusable."""
+    data_dir = Path(path)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ValueError(f"--data-dir {path} exists and is not a directory")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if not os.access(data_dir, os.W_OK):
+        raise ValueError(f"--data-dir {path} is not writable")
+    return data_dir
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines on stderr for the service's own events (``--log-level info`` shows one
+    per step and per request, with the request id)."""
+    import logging
+
+    from ..telemetry import JsonLinesFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLinesFormatter())
+    logger = logging.getLogger("specdec_lite.service")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        data_dir = None if args.no_journal else check_data_dir(args.data_dir)
+    except (ValueError, OSError) as exc:
+        print(f"specdec_lite serve: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvicorn
+
+        from .app import ServiceConfig, create_app
+        from .runtime import Runtime
+    except ImportError as exc:
+        print(f"specdec_lite serve: error: {exc.name} is not installed; install the serve "
+              "extra: pip install 'specdec_lite[serve]'", file=sys.stderr)
+        return 2
+    config = ServiceConfig(data_dir=data_dir, max_batch=args.max_batch,
+                           max_queue=args.max_queue, deadline_s=args.deadline)
+    try:
+        runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch,
+                          max_queue=args.max_queue, deadline_s=args.deadline)
+    except ValueError as exc:  # e.g. a corrupt or foreign journal file
+        print(f"specdec_lite serve: error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_level)
+    app = create_app(config, runtime)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
