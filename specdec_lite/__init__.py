@@ -1,10 +1,14 @@
 """specdec_lite: speculative decoding in small, readable numpy.
 
 ``import specdec_lite`` needs numpy only. Plotting (``specdec_lite.plots``),
-widgets (``specdec_lite.widgets``) and training (``specdec_lite.train``) are
-imported on their own.
+widgets (``specdec_lite.widgets``), training (``specdec_lite.train``), metrics
+(``specdec_lite.telemetry``), the journal (``specdec_lite.journal``), the HTTP
+service (``specdec_lite.service``) and the transformers bridge (``specdec_lite.hf``)
+are imported on their own, with their extras.
 """
 
+from .batch import BatchEngine, generate_batch, speculative_generate_batch
+from .breaker import CircuitBreaker
 from .corpus import fit_ngrams, load_text
 from .decode import Generation, Step, generate, speculative_generate
 from .distributions import (
@@ -28,6 +32,7 @@ from .medusa import (
 )
 from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
 from .pretrained import Pretrained, load_pretrained
+from .resilient import resilient_generate
 from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
 from .tokenizer import CharTokenizer
 from .transformer import TransformerConfig, TransformerModel
@@ -35,6 +40,8 @@ from .verify import RULES, Verification, residual, verify
 
 __all__ = [
     "RULES",
+    "BatchEngine",
+    "CircuitBreaker",
     "CharTokenizer",
     "FastModel",
     "Generation",
@@ -59,16 +66,19 @@ __all__ = [
     "expected_tokens_per_step",
     "fit_ngrams",
     "generate",
+    "generate_batch",
     "load_pretrained",
     "load_text",
     "make_tree",
     "medusa_generate",
     "optimal_k",
     "residual",
+    "resilient_generate",
     "sample",
     "softmax",
     "sparse_tree",
     "speculative_generate",
+    "speculative_generate_batch",
     "top_k_filter",
     "top_p_filter",
     "tv_distance",

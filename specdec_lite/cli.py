@@ -231,6 +231,10 @@ def _run_bench(args: argparse.Namespace) -> None:
 
         require_hf()  # before the run, not after it
     data = bench.run(settings, progress=not args.no_progress).to_json()
+    if data.get("batch"):
+        from .bench.batch import format_batch
+
+        print(format_batch(data["batch"]))
     if args.hf:
         data["hf"] = run_hf(settings, progress=not args.no_progress)
         print(format_hf(data["hf"]))
