@@ -262,8 +262,10 @@ class BatchEngine:
         return finished + self._commit(proposals, results)
 
     def cancel(self, request_id: object) -> bool:
-        """Drop a waiting or active request (its deadline passed, its client left).
+        """Drop a waiting or active request (its deadline passed, its client left), and
+        forget its id, which may then be used again (also after the request finished).
         Returns whether it was there; its tokens so far stay in its ``Generation``."""
+        self._known.discard(request_id)
         for state in list(self.waiting):
             if state.request_id == request_id:
                 self.waiting.remove(state)
@@ -300,14 +302,15 @@ class BatchEngine:
         draws, so the output law stays the target's.
         """
         before = [p.state.rng.bit_generator.state for p in proposals]
+        drafted = any(len(p.drafted) for p in proposals)
         try:
-            if self.inject_fault is not None:
+            if self.inject_fault is not None and drafted:  # a plain step verifies nothing
                 self.inject_fault(self.n_steps)
             results = self.verify_batch(proposals)
         except Exception as exc:  # any failure of the verifier is a fault to survive
             if not self.fall_back:
                 raise
-            if self.breaker is not None and any(len(p.drafted) for p in proposals):
+            if self.breaker is not None and drafted:
                 self.breaker.record_failure()
             for p, state in zip(proposals, before, strict=True):
                 p.state.rng.bit_generator.state = state
@@ -315,7 +318,7 @@ class BatchEngine:
                                  else "timeout")
             proposals = self._plain(proposals)
             return proposals, self.verify_batch(proposals)
-        if self.breaker is not None and any(len(p.drafted) for p in proposals):
+        if self.breaker is not None and drafted:
             self.breaker.record_success()
         return proposals, results
 

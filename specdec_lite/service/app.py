@@ -10,7 +10,8 @@ Endpoints:
 - ``GET /metrics``: Prometheus text format. ``GET /health``: the engine thread's state.
 
 Errors: 422 names the offending field (pydantic's ``loc``), 413 for a body over
-``max_body_bytes``, 429 with ``Retry-After`` when the queue is full, 504 when a request's
+``max_body_bytes`` (counted as it arrives, so also for a chunked body that announces no
+length), 429 with ``Retry-After`` when the queue is full, 504 when a request's
 deadline passes (it has the tokens generated so far), 503 when the engine is not running.
 """
 
@@ -18,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from .scheduler import Job, QueueFull, Scheduler, Settings
@@ -44,10 +48,60 @@ class ServiceConfig:
     max_body_bytes: int = 16_384
 
 
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinity (which strict JSON lacks) written as a string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON that echoes client input safely: ASCII only (a lone surrogate in a prompt is
+    escaped instead of failing to encode) and no NaN or infinity (written as strings)."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
 def field_error(field: str, message: str, value: object = None) -> JSONResponse:
     """A 422 in FastAPI's own validation shape, naming ``field``."""
     detail = [{"type": "value_error", "loc": ["body", field], "msg": message, "input": value}]
-    return JSONResponse({"detail": detail}, status_code=422)
+    return SafeJSONResponse({"detail": detail}, status_code=422)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``max_bytes``. A ``Content-Length``
+    over the limit is refused before reading; a body without one (chunked) is counted as
+    it arrives and refused as soon as it passes the limit, never held whole."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"request body over {self.max_bytes} bytes"
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await JSONResponse({"detail": message}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            event = await receive()
+            seen += len(event.get("body", b""))
+            if seen > self.max_bytes:  # FastAPI re-raises it from its body reading
+                raise HTTPException(413, message)
+            return event
+
+        await self.app(scope, counted, send)
 
 
 def response_body(job: Job, tokenizer, created: int) -> dict:
@@ -81,13 +135,13 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
     scheduler: Scheduler = runtime.scheduler
     tokenizer = runtime.tokenizer
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > config.max_body_bytes):
-            return JSONResponse({"detail": f"request body over {config.max_body_bytes} bytes"},
-                                status_code=413)
-        return await call_next(request)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own 422 body, rendered so that no input can make it fail (a NaN
+        # temperature or a lone surrogate in a prompt gave a 500 with the default one)
+        return SafeJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
     @app.get("/health")
     def health() -> JSONResponse:
@@ -119,11 +173,16 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         except ValueError as exc:  # a character outside the model's alphabet
             return field_error("prompt", str(exc), body.prompt)
         k = 0 if body.method == "plain" else body.k
-        room = runtime.max_len - len(body.prompt) - k - 1
+        # positions the verifier reads past the new tokens: k drafts and one more, or, for
+        # Medusa at T = 0, its default tree, as deep as it has heads
+        lookahead = k + 1
+        if body.method == "medusa" and body.temperature == 0:
+            lookahead = max(lookahead, runtime.n_heads)
+        room = runtime.max_len - len(body.prompt) - lookahead
         if body.max_tokens > room:
             return field_error("max_tokens", f"prompt ({len(body.prompt)} tokens) plus "
-                               f"max_tokens ({body.max_tokens}) and the draft's lookahead "
-                               f"({k + 1}) pass the model's {runtime.max_len}-token window; "
+                               f"max_tokens ({body.max_tokens}) and the verifier's lookahead "
+                               f"({lookahead}) pass the model's {runtime.max_len}-token window; "
                                f"at most {max(room, 0)} new tokens fit", body.max_tokens)
         if body.method == "medusa" and body.k > runtime.n_heads:
             return field_error("k", f"medusa has {runtime.n_heads} heads, so k <= "

@@ -107,8 +107,15 @@ class MedusaStepEngine:
                               temperature=s.temperature, tree=self.tree,
                               rule="greedy" if s.temperature == 0 else "exact", seed=rng,
                               top_p=self.top_p if s.temperature else None)
-        return {key: _update(gen.steps, gen.tokens[n_done:], True, 0, gen.n_head_calls, 0,
-                             rng)}
+        # a resumed request hands on only the steps after those it had delivered, so its
+        # statistics are not counted twice (one head call per step after the first)
+        skip = n_emitted = 0
+        while skip < len(gen.steps) and n_emitted + len(gen.steps[skip].emitted) <= n_done:
+            n_emitted += len(gen.steps[skip].emitted)
+            skip += 1
+        steps = gen.steps[skip:]
+        head_calls = gen.n_head_calls - max(skip - 1, 0)
+        return {key: _update(steps, gen.tokens[n_done:], True, 0, head_calls, 0, rng)}
 
 
 class EngineFactory:

@@ -91,6 +91,8 @@ def _job(entry: Entry, deadline_s: float) -> Job:
     steps = entry.steps
     job.stats.update(
         n_target_calls=len(steps), n_draft_calls=entry.draft_calls,
+        # Medusa calls its heads once per step after the first (the journal keeps no count)
+        n_head_calls=max(len(steps) - 1, 0) if settings.method == "medusa" else 0,
         n_proposed=sum(len(x.proposed) for x in steps),
         n_accepted=sum(x.n_accepted for x in steps),
         n_checked=sum(min(x.n_accepted + 1, len(x.proposed)) for x in steps),

@@ -14,6 +14,9 @@ job's progress from :class:`Job` through a listener callback.
 
 Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per ``(method, k,
 temperature, top_p)`` group, so sequences decoded the same way share a target forward.
+An engine holds its caches for a whole batch, so idle ones are dropped (all but the
+``max_idle_engines`` newest): clients sending many distinct temperatures must not make
+the server hold one engine for each.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ class Scheduler:
 
     def __init__(self, make_engine: Callable[..., StepEngine], *,
                  max_batch: int = 16, max_queue: int = 64, journal=None, metrics=None,
-                 idle_sleep_s: float = 0.002) -> None:
+                 idle_sleep_s: float = 0.002, max_idle_engines: int = 4) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_queue < 1:
@@ -124,6 +127,7 @@ class Scheduler:
         self.journal = journal
         self.metrics = metrics
         self._idle_sleep_s = idle_sleep_s
+        self.max_idle_engines = max_idle_engines
         self._lock = threading.RLock()
         self._waiting: deque[Job] = deque()
         self._running: dict[str, Job] = {}
@@ -183,14 +187,30 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._admit()
-            if not self._running:
-                time.sleep(self._idle_sleep_s)
-                continue
-            self._expire()
-            for key, engine in list(self._engines.items()):
-                if len(engine):
-                    self._step(key, engine)
+            try:
+                self._turn()
+            except Exception as exc:  # e.g. the journal's disk failed: keep serving
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                if self.metrics is not None:
+                    self.metrics.error("scheduler")
+                time.sleep(0.1)
+
+    def _turn(self) -> None:
+        """One turn of the engine thread: admit, expire, one step per engine."""
+        self._admit()
+        if not self._running:
+            time.sleep(self._idle_sleep_s)
+            return
+        self._expire()
+        for key, engine in list(self._engines.items()):
+            if len(engine):
+                self._step(key, engine)
+        self._drop_idle_engines()
+
+    def _drop_idle_engines(self) -> None:
+        idle = [key for key, engine in self._engines.items() if not len(engine)]
+        for key in idle[: max(len(idle) - self.max_idle_engines, 0)]:  # oldest first
+            del self._engines[key]
 
     def _admit(self) -> None:
         with self._lock:
@@ -245,7 +265,8 @@ class Scheduler:
                 job.stats[name] += getattr(update, name)
             job.rng_state = update.rng_state
             if self.metrics is not None:
-                self.metrics.sequence_step(job.id, update, len(new), elapsed)
+                self.metrics.sequence_step(job.id, update, len(new), elapsed,
+                                           job.settings.method)
             if self.journal is not None:
                 self.journal.progress(job, update)
             for listener in list(job.listeners):

@@ -6,7 +6,8 @@
 (how tokens are drafted), ``k`` (draft length) and ``request_id`` (an idempotency key: a client
 that retries with the same id gets the same generation, finished, even across a server
 restart). Unknown fields are refused, so a misspelt option is a 422 naming it rather than a
-silently ignored setting.
+silently ignored setting. Types are strict: ``"32"``, ``true`` or ``32.0`` is not a
+``max_tokens`` and ``"yes"`` is not a ``stream`` (an integer is still a ``temperature``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class CompletionRequest(BaseModel):
     """One completion request. Bounds here are the API's; the server also refuses a prompt
     plus ``max_tokens`` that would pass the model's context window."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     max_tokens: int = Field(default=32, ge=1, le=MAX_NEW_TOKENS)

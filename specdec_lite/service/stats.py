@@ -51,8 +51,14 @@ class ServiceMetrics:
         self.sink.batch(batch_size)
 
     def sequence_step(self, job_id: str, update: StepUpdate, n_new: int,
-                      elapsed_s: float) -> None:
+                      elapsed_s: float, method: str = "draft") -> None:
         plain = update.n_fallbacks > 0
+        if method == "plain":  # plain decoding: no draft, nothing to accept
+            self.engine.tokens.inc(n_new)
+            self.engine.target_calls.inc(update.n_target_calls)
+            self.engine.latency.observe(elapsed_s)
+            self.engine.steps.labels("plain").inc()
+            return
         self.sink.step(StepEvent(
             request_id=job_id, index=0, proposed=update.n_proposed,
             accepted=update.n_accepted, emitted=n_new, target_calls=update.n_target_calls,
