@@ -22,7 +22,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test test-torch lint pytest nbval book book-student figures slides notebooks lab screenshots vendor clean distclean
+.PHONY: venv test test-torch lint pytest nbval lite book book-student figures slides notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -56,7 +56,14 @@ test-torch: $(TRAIN_STAMP)
 lint: venv
 	$(BIN)/ruff check .
 
-pytest: venv
+# The browser test of the live edition (tests/test_browser_live.py) needs Debian's Chromium
+# and the built site: with Chromium, `make lite` runs first; without, the test skips and says so.
+CHROMIUM := $(wildcard /usr/bin/chromium)
+
+pytest: venv $(if $(CHROMIUM),lite)
+ifeq ($(CHROMIUM),)
+	@echo "live edition: browser test SKIPPED, no /usr/bin/chromium (apt-get install chromium)"
+endif
 	$(BIN)/pytest -q tests
 
 # Strict nbval: every committed output must equal a fresh run (up to nbval_sanitize.cfg;
@@ -69,10 +76,29 @@ else
 	    --nbval-sanitize-with nbval_sanitize.cfg $(NOTEBOOKS)
 endif
 
+# The live edition: a JupyterLite site that runs the chapters in the reader's browser (Pyodide),
+# offline. Built into _build/lite from pinned, sha256-verified parts (scripts/lite/); downloads
+# are cached in .cache/lite. `make book` copies it into _build/html/lite after jupyter-book ran.
+LITE_OUT := _build/lite
+LITE_CACHE := .cache/lite
+LITE_STAMP := $(LITE_OUT)/.built
+LITE_INPUTS := $(NOTEBOOKS) $(wildcard results/*.json) $(wildcard scripts/lite/*.py) \
+    scripts/lite/browser-wheels.txt scripts/lite/not-live.txt pyproject.toml \
+    $(shell find specdec_lite -type f -not -path '*/__pycache__/*' 2>/dev/null)
+
+lite: $(LITE_STAMP)
+
+$(LITE_STAMP): $(LITE_INPUTS) $(STAMP)
+	$(BIN)/python scripts/lite/build_lite.py $(LITE_OUT) $(LITE_CACHE)
+	touch $@
+
 # nbval first: every cell re-executed and compared with its committed output (see _config.yml).
-book: nbval
+# Then the live edition goes into _build/html/lite, after jupyter-book, so a rebuild of
+# _build/html never leaves a stale or missing copy.
+book: nbval lite
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
-	@echo "Book: $(CURDIR)/_build/html/index.html"
+	rm -rf _build/html/lite && cp -R $(LITE_OUT) _build/html/lite && rm -f _build/html/lite/.built
+	@echo "Book: $(CURDIR)/_build/html/index.html (live edition: serve _build/html, see README)"
 
 # The same book with exercise solutions removed (sphinx-exercise `hide_solutions: true`)
 # and without the teacher's guide. Its config is _config.yml with solutions hidden and no
@@ -145,8 +171,8 @@ bench: venv
 	$(MAKE) bench-check
 
 # A second full run, compared row by row with results/bench.json: is each new median inside
-# the committed 95% CI? Writes results/bench_check.json (with a "comparison"), which chapter
-# 5 reads and requires to compare the committed run; results/bench.json stays as it is.
+# the committed 95% CI? Writes results/bench_check.json (with a "comparison"), which
+# appendix A reads and requires to compare the committed run; results/bench.json stays as it is.
 bench-check: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
 	    --json results/bench_check.json --compare results/bench.json
@@ -157,3 +183,19 @@ bench-quick: venv
 
 bench-readme: venv
 	$(BIN)/python scripts/bench_readme.py results/bench.json README.md results/bench_check.json
+
+# The service under load (scripts/service_load.py): four real server processes on 127.0.0.1
+# (batching on/off x speculation on/off), 200 seeded requests from 16 clients each, every
+# run bounded to 60 s; writes results/service_load.json, which chapter 7 reads.
+.PHONY: service-load batch-throughput serve
+
+service-load: venv
+	$(BENCH_ENV) $(BIN)/python scripts/service_load.py results/service_load.json
+
+# The engine's throughput against batch size alone (about 20 s): results/batch_throughput.json.
+batch-throughput: venv
+	$(BENCH_ENV) $(BIN)/python scripts/batch_throughput.py results/batch_throughput.json
+
+# Run the service on 127.0.0.1:8000 with its journal in ./specdec_data (Ctrl-C stops it).
+serve: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite serve --log-level info
