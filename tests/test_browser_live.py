@@ -205,8 +205,15 @@ def move_slider(page, description: str, call: str) -> None:
     readout = slider.locator(".widget-readout")
     old = readout.inner_text()
     track = slider.locator(".noUi-base")
-    track.scroll_into_view_if_needed()
-    box = track.bounding_box()
+    box = None
+    for _ in range(40):  # JupyterLab renders cells lazily: scroll until the track is laid out
+        page.evaluate(SHOW_CELL_JS, call)
+        track.scroll_into_view_if_needed()
+        box = track.bounding_box()
+        if box and box["width"] > 0:
+            break
+        page.wait_for_timeout(250)
+    assert box and box["width"] > 0, f"the {description} slider was never laid out on screen"
     track.click(position={"x": 0.8 * box["width"], "y": box["height"] / 2})
     page.wait_for_function(
         "([el, old]) => el.innerText !== old", arg=[readout.element_handle(), old])
