@@ -22,7 +22,7 @@ TITLE = "Open this chapter in the live edition: Python runs in your browser, off
 # Shown in place of the button on a chapter that scripts/lite/not-live.txt leaves out.
 NOT_LIVE_NOTE = ('<div class="live-edition live-edition-absent" style="margin: 0 0 1rem 0; '
                  'font-size: 0.85em">Not in the live edition. {reason}</div>')
-NOTE = ("runs this chapter in your browser, no install; the first visit loads about 49 MB "
+NOTE = ("runs this chapter in your browser, no install; the first visit loads about 51 MB "
         "(served over http, see the introduction)")
 
 
