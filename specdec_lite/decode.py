@@ -195,6 +195,21 @@ def generate(
     return gen
 
 
+def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
+                top_k: int | None, top_p: float | None,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Draft ``k`` tokens after ``seq`` [n] as the library's loop does: (context [n + k]
+    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from)."""
+    n = len(seq)
+    ctx = np.concatenate([seq, np.zeros(k, dtype=np.int64)])  # [n + k]
+    q = np.zeros((k, draft.vocab_size))  # [k, V]
+    for i in range(k):  # draft i sees ctx[:n + i], a view never written again
+        q[i] = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0], top_k, top_p)
+        ctx[n + i] = int(q[i].argmax()) if temperature == 0 else sample(q[i], rng)
+    return ctx, q
+
+
+
 def speculative_generate(
     target: object,
     draft: object,
@@ -245,23 +260,15 @@ def speculative_generate(
     eos_id = check_eos(eos_id, vocab)
     params = check_rule(rule, rule_params)
     rng = as_generator(seed)
-    greedy = temperature == 0
     start = time.perf_counter()
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
     n_new = 0
     while n_new < max_new_tokens:
         k_step = min(k, max_new_tokens - n_new - 1)  # never emit more than asked for
-        n = len(seq)
-        ctx = np.concatenate([seq, np.zeros(k_step, dtype=np.int64)])  # [n + k_step]
-        draft_probs = np.zeros((k_step, vocab))  # [k_step, V]
-        for i in range(k_step):  # draft i sees ctx[:n + i], a view never written again
-            q = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0],
-                         top_k, top_p)  # [V]
-            gen.n_draft_calls += 1
-            draft_probs[i] = q
-            ctx[n + i] = int(q.argmax()) if greedy else sample(q, rng)
-        drafted = ctx[n:]  # [k_step]
+        ctx, draft_probs = draft_block(draft, seq, k_step, temperature, top_k, top_p, rng)
+        gen.n_draft_calls += k_step
+        drafted = ctx[len(seq):]  # [k_step]
         target_probs = truncate(model_rows(target, ctx, k_step + 1, "target", temperature),
                                 top_k, top_p)  # [k_step + 1, V]
         gen.n_target_calls += 1

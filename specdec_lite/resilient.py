@@ -40,7 +40,7 @@ import numpy as np
 
 from .breaker import CircuitBreaker
 from .checks import check_eos, check_int, check_positive, check_prompt, check_window
-from .decode import Generation, Step, cut_at_eos
+from .decode import Generation, Step, cut_at_eos, draft_block
 from .distributions import (
     as_generator,
     check_temperature,
@@ -85,20 +85,6 @@ class ResilientGeneration(Generation):
     @property
     def n_fallbacks(self) -> int:
         return sum(c is not None for c in self.causes)
-
-
-def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
-                top_k: int | None, top_p: float | None,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Draft ``k`` tokens after ``seq`` [n] as the library's loop does: (context [n + k]
-    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from)."""
-    n = len(seq)
-    ctx = np.concatenate([seq, np.zeros(k, dtype=np.int64)])  # [n + k]
-    q = np.zeros((k, draft.vocab_size))  # [k, V]
-    for i in range(k):  # draft i sees ctx[:n + i], a view never written again
-        q[i] = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0], top_k, top_p)
-        ctx[n + i] = int(q[i].argmax()) if temperature == 0 else sample(q[i], rng)
-    return ctx, q
 
 
 def fallback_token(target: object, seq: np.ndarray, temperature: float, top_k: int | None,
