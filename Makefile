@@ -83,7 +83,7 @@ LITE_OUT := _build/lite
 LITE_CACHE := .cache/lite
 LITE_STAMP := $(LITE_OUT)/.built
 LITE_INPUTS := $(NOTEBOOKS) $(wildcard results/*.json) $(wildcard scripts/lite/*.py) \
-    scripts/lite/browser-wheels.txt scripts/lite/not-live.txt pyproject.toml \
+    scripts/lite/browser-wheels.txt scripts/lite/not-live.txt book/_ext/live_button.py pyproject.toml \
     $(shell find specdec_lite -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 lite: $(LITE_STAMP)

@@ -20,7 +20,9 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
 import pyodide_dist  # noqa: E402  (a sibling script module, not part of the library)
+from live_button import not_live  # noqa: E402  (the book's extension reads the same list)
 
 ROOT = Path(__file__).resolve().parents[2]
 LABEXTENSIONS = Path(sys.prefix) / "share" / "jupyter" / "labextensions"
@@ -36,16 +38,6 @@ PYODIDE_KERNELSPEC = {"name": "python", "display_name": "Python (Pyodide)", "lan
 
 
 NOT_LIVE = Path(__file__).with_name("not-live.txt")
-
-
-def not_live(listing: Path = NOT_LIVE) -> dict[str, str]:
-    """The chapters the live edition leaves out: {notebook file name: why}."""
-    out = {}
-    for line in listing.read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, _, reason = line.strip().partition(" ")
-            out[name] = reason.strip()
-    return out
 
 
 def live_copy(notebook: Path, dest: Path) -> None:
@@ -66,7 +58,7 @@ def stage_contents(contents: Path) -> int:
     shutil.rmtree(contents, ignore_errors=True)
     (contents / "notebooks").mkdir(parents=True)
     (contents / "results").mkdir()
-    skipped = not_live()
+    skipped = not_live(NOT_LIVE)
     missing = sorted(set(skipped) - {nb.name for nb in (ROOT / "notebooks").glob("*.ipynb")})
     if missing:
         sys.exit(f"build_lite: not-live.txt names chapters that do not exist: {missing}")
