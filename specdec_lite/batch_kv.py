@@ -31,8 +31,9 @@ import time
 import numpy as np
 
 from .functional import softmax32
+from .kernels import gelu, linear, normalize
 from .models import model_rows
-from .transformer import TransformerModel, gelu, linear, normalize
+from .transformer import TransformerModel
 
 
 class BatchKVCache:

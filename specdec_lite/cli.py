@@ -93,6 +93,9 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
         bench.add_argument(f"--{name}", type=_positive, metavar="N",
                            help=f"{help_text} (default {getattr(default, name.replace('-', '_'))})")
     bench.add_argument("--seed", type=_integer, default=0, help="random seed (default 0)")
+    bench.add_argument("--backend", choices=("auto", "numpy", "numba"), default="auto",
+                       help="the GPTs' forward: numpy (the reference), numba (the compiled "
+                       "fast extra) or auto, numba where installed (default)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--hf", action="store_true", help="add the transformers rows "
                        "(specdec_lite.bench.hf; needs the hf extra)")
@@ -150,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _bench_settings(args: argparse.Namespace):
     from .bench import QUICK, Settings
+    from .bench.config import resolve_backend
 
     overrides = {
         name: getattr(args, arg)
@@ -159,7 +163,8 @@ def _bench_settings(args: argparse.Namespace):
         if getattr(args, arg) is not None
     }
     base = QUICK if args.quick else Settings()
-    return replace(base, seed=args.seed, simulate_width=args.simulate_width, **overrides)
+    return replace(base, seed=args.seed, simulate_width=args.simulate_width,
+                   backend=resolve_backend(args.backend), **overrides)
 
 
 def _check_output(option: str, path: str | None, folder: bool) -> None:

@@ -199,10 +199,23 @@ def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
                 top_k: int | None, top_p: float | None,
                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Draft ``k`` tokens after ``seq`` [n] as the library's loop does: (context [n + k]
-    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from)."""
+    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from).
+
+    At temperature 0 a draft with a ``greedy_block(tokens, k)`` method (the GPT) is asked
+    for its k greedy tokens in one call: the same tokens, without a probability row each.
+    """
     n = len(seq)
     ctx = np.concatenate([seq, np.zeros(k, dtype=np.int64)])  # [n + k]
     q = np.zeros((k, draft.vocab_size))  # [k, V]
+    block = getattr(draft, "greedy_block", None)
+    if temperature == 0 and block is not None:  # the same tokens without a row per token
+        drafted = np.asarray(block(seq, k))  # [k]
+        if (drafted.shape != (k,) or drafted.dtype.kind not in "iu"
+                or (k and not 0 <= drafted.min() <= drafted.max() < draft.vocab_size)):
+            raise ValueError(f"draft.greedy_block returned {drafted!r}, expected {k} token ids")
+        ctx[n:] = drafted
+        q[np.arange(k), drafted] = 1.0  # the one-hot rows greedy drafting draws from
+        return ctx, q
     for i in range(k):  # draft i sees ctx[:n + i], a view never written again
         q[i] = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0], top_k, top_p)
         ctx[n + i] = int(q[i].argmax()) if temperature == 0 else sample(q[i], rng)

@@ -16,7 +16,7 @@ import numpy as np
 from .checks import check_int
 from .medusa import MedusaHeads
 from .tokenizer import CharTokenizer
-from .transformer import TransformerConfig, TransformerModel, load_npz
+from .transformer import BACKENDS, TransformerConfig, TransformerModel, load_npz
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 CONFIG_FIELDS = ("vocab_size", "n_layer", "n_head", "d_model", "max_len")
@@ -113,8 +113,11 @@ def check_gpt_arrays(config: TransformerConfig, arrays: dict[str, np.ndarray],
                              f"config {config} needs {shape}")
 
 
-def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
+def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR, backend: str = "numpy") -> Pretrained:
     """Load the target, draft, Medusa heads and tokenizer.
+
+    ``backend`` is the GPTs' forward: ``"numpy"`` (the reference) or ``"numba"`` (the
+    compiled, fused forward of the ``fast`` extra; see ``TransformerModel.use_backend``).
 
     Each file is checked against its sha256, and its arrays against the manifest's config
     (:func:`check_gpt_arrays`: vocabulary, width, window, layers, every shape; the heads'
@@ -122,6 +125,8 @@ def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
     ``ValueError`` naming the model and the field, instead of loading a different network.
     Each call returns fresh models with empty KV caches.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     weights_dir = Path(weights_dir)
     manifest = load_manifest(weights_dir)
     models = manifest.get("models", {})
@@ -135,7 +140,7 @@ def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR) -> Pretrained:
         arrays = load_npz(weights_dir / entry["file"], entry["sha256"])
         check_gpt_arrays(config, arrays, f"models.{name} ({entry['file']})")
         return TransformerModel(config, {key: value for key, value in arrays.items()
-                                         if not key.startswith("config.")})
+                                         if not key.startswith("config.")}, backend=backend)
 
     target, draft = gpt("target"), gpt("draft")
     entry = models["heads"]

@@ -35,7 +35,6 @@ re-prefills it), so a sequence's state to save is its tokens, not its cache.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import threading
 import time
@@ -47,11 +46,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import fast
 from .checks import check_int, check_tokens
 from .distributions import apply_temperature
 from .functional import softmax, softmax32
+from .kernels import LN_EPS, causal_bias, gelu, linear, normalize
 
-LN_EPS = 1e-5
+__all__ = ["BACKENDS", "Block", "KVCache", "LN_EPS", "Output", "TransformerConfig",
+           "TransformerModel", "causal_bias", "file_sha256", "fold_gain", "gelu", "linear",
+           "load_npz", "normalize"]
+BACKENDS = ("numpy", "numba")  # see TransformerModel.use_backend
 
 
 @dataclass(frozen=True)
@@ -92,50 +96,6 @@ def load_npz(path: str | Path, sha256: str) -> dict[str, np.ndarray]:
             return {name: archive[name].astype(np.float32) for name in archive.files}
     except (OSError, ValueError, zipfile.BadZipFile) as err:
         raise ValueError(f"weights file {path} is not a readable npz archive: {err}") from err
-
-
-def normalize(x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, d]
-    """(x - mean) / sqrt(var + eps) over the last axis: LayerNorm without gain and bias.
-
-    The means are ``np.add.reduce`` then a division by d exactly as ``x.mean`` does it
-    (bit-identical), without ``mean``'s Python-level overhead.
-    """
-    d = np.intp(x.shape[-1])
-    mean = np.add.reduce(x, axis=-1, keepdims=True)
-    np.true_divide(mean, d, out=mean, casting="unsafe")
-    centred = x - mean
-    var = np.add.reduce(np.square(centred), axis=-1, keepdims=True)
-    np.true_divide(var, d, out=var, casting="unsafe")
-    return centred / np.sqrt(var + LN_EPS)
-
-
-@functools.lru_cache(maxsize=64)
-def causal_bias(n: int) -> np.ndarray:  # [n, n]
-    """0 where token i may attend token j <= i, -inf above the diagonal (read-only)."""
-    bias = np.where(np.tri(n, dtype=bool), np.float32(0), np.float32(-np.inf))
-    bias.flags.writeable = False
-    return bias
-
-
-ROWWISE_MAX = 3  # blocks of up to this many rows multiply row by row (see ``linear``)
-
-
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:  # [n, i] -> [n, o]
-    """x @ w + b, with w [i, o] and b [o].
-
-    Up to ``ROWWISE_MAX`` rows go through numpy's stacked matmul, one matrix-vector product
-    per row. On a CPU, OpenBLAS's matrix-matrix routine first copies (packs) all of w,
-    which for 2 or 3 rows costs two to three times as much as reading w once per row.
-    """
-    if 1 < x.shape[0] <= ROWWISE_MAX:
-        return np.matmul(x[:, None, :], w)[:, 0] + b
-    return x @ w + b
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation."""
-    cube = x * x * x  # not x**3: float32 power is an order of magnitude slower
-    return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * cube)))
 
 
 class Block(NamedTuple):
@@ -238,7 +198,7 @@ class TransformerModel:
     observer = None  # a meter's hook: observer(n, seconds) after each forward over n tokens
 
     def __init__(self, config: TransformerConfig, params: dict[str, np.ndarray],
-                 cache_capacity: int | None = None) -> None:
+                 cache_capacity: int | None = None, backend: str = "numpy") -> None:
         """Build from float arrays named as in ``train.GPT.numpy_state`` (matrices [in, out]).
 
         ``cache_capacity`` is the number of slots of each cache (default ``2 * max_len``:
@@ -269,6 +229,19 @@ class TransformerModel:
                       *(w for block in self.layers for w in block)):
             array.flags.writeable = False
         self._local = threading.local()  # each thread's default cache
+        self.use_backend(backend)
+
+    def use_backend(self, backend: str) -> TransformerModel:
+        """Run forwards with ``"numpy"`` (the reference) or ``"numba"`` (one compiled, fused
+        call: :mod:`specdec_lite.fast`, the ``fast`` extra). Returns the model."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        compiled = None
+        if backend == "numba":  # compiled first: a failure leaves the model as it was
+            compiled = fast.compile_forward(self.layers, self.ln_f, self.unembed,
+                                            self.config.n_head, LN_EPS)
+        self.backend, self._compiled = backend, compiled
+        return self
 
     @classmethod
     def from_npz(cls, path: str | Path, config: TransformerConfig, sha256: str) -> TransformerModel:
@@ -342,10 +315,13 @@ class TransformerModel:
                 raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
             bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
         x = self.wte[tokens] + self.wpe[positions]  # [n, d]
-        for layer, weights in enumerate(self.layers):
-            x = self._block(x, weights, cache.kv[layer], start, bias)
-        hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
-        logits = hidden @ self.unembed  # [n, V]
+        if self._compiled is not None:
+            logits, hidden = self._compiled(x, cache.kv, start, bias)  # [n, V], [n, d]
+        else:
+            for layer, weights in enumerate(self.layers):
+                x = self._block(x, weights, cache.kv[layer], start, bias)
+            hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
+            logits = hidden @ self.unembed  # [n, V]
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
         cache.hidden[start : start + n] = hidden
@@ -434,6 +410,30 @@ class TransformerModel:
         n = self._sync(tokens, cache)
         n_rows = check_int(n_rows, "n_rows", 1, n)
         return self.rows_from_logits(cache.logits[n - n_rows : n], temperature)
+
+    def greedy_block(self, tokens: Sequence[int] | np.ndarray, k: int, *,
+                     cache: KVCache | None = None) -> np.ndarray:  # [n] -> [k]
+        """The ``k`` tokens greedy decoding appends to ``tokens``, as ``k`` calls of
+        ``last_probs(..., temperature=0)`` would choose them (each the first argmax of the
+        previous token's logits), without building a probability row per token: one
+        sync of the cache, then ``k - 1`` one-token forwards. The last token is not
+        forwarded (the next call's sync does it), as in the draft loop of the decoders.
+        """
+        k = check_int(k, "k", 0)
+        if k == 0:  # nothing to choose, nothing read (as k calls of last_probs would)
+            return np.empty(0, dtype=np.int64)
+        cache = self._state(cache)
+        n = self._sync(tokens, cache)
+        if n + k - 1 > self.config.max_len:
+            raise ValueError(f"k: {k} greedy tokens after {n} would pass max_len "
+                             f"{self.config.max_len}")
+        out = np.empty(k, dtype=np.int64)  # [k]
+        logits = cache.logits[n - 1]  # [V]
+        for i in range(k):
+            out[i] = logits.argmax()
+            if i + 1 < k:
+                logits = self.forward(out[i : i + 1], cache=cache).logits[0]
+        return out
 
     def rows_from_logits(self, logits: np.ndarray, temperature: float) -> np.ndarray:
         """``apply_temperature(softmax(logits), temperature)`` for float32 logits [m, V],

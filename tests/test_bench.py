@@ -149,17 +149,24 @@ def _row(**kw: object) -> dict:
 
 def test_bars_use_measured_rows_only() -> None:
     data = {"rows": [_row(method="autoregressive", measured_over_predicted=1.0),
-                     _row(speedup=1.6, measured_over_predicted=0.9),
+                     _row(speedup=1.85, measured_over_predicted=0.9),
                      _row(speedup=1.2, measured_over_predicted=1.3, overhead=0.08),
                      _row(speedup=9.0, simulated=True, overhead=None),
                      _row(method="medusa", speedup=1.1)]}
     bars = {b["name"].split(",")[0]: b for b in bench.evaluate_bars(data)}
-    assert bars["draft-model greedy speedup"]["value"] == 1.6
-    assert bars["draft-model greedy speedup"]["status"] == "PASS"
+    assert bars["draft-model greedy speedup"]["value"] == 1.85
+    assert bars["draft-model greedy speedup"]["status"] == "PASS"  # >= 1.8
     assert bars["draft-model exact T=1 speedup"]["status"] == "n/a"
     assert bars["Medusa greedy speedup"]["status"] == "MISS"
     assert bars["measured / predicted"]["value"] == 1.3
+    assert bars["measured / predicted"]["status"] == "MISS"  # outside 0.9..1.1
     assert bars["engine overhead"]["value"] == 0.08
+    assert "reproduction" not in bars  # only with a comparison
+    data["rows"][1]["speedup"] = 1.75
+    data["comparison"] = {"rows": [{}, {}], "reproduced": 1}
+    bars = {b["name"].split(",")[0].split(":")[0]: b for b in bench.evaluate_bars(data)}
+    assert bars["draft-model greedy speedup"]["status"] == "MISS"  # 1.75 < 1.8
+    assert bars["reproduction"]["value"] == 0.5 and bars["reproduction"]["status"] == "MISS"
 
 
 def _result(rows: list[dict], t1: float = 2e-3, **settings: object) -> dict:
@@ -185,12 +192,21 @@ def test_compare_runs_checks_each_median_against_the_reference_ci() -> None:
     assert [r["in_reference_ci"] for r in out["rows"]] == [True, False, False]
     assert [r["overlap"] for r in out["rows"]] == [True, True, False]
     assert (out["in_reference_ci"], out["overlap"]) == (1, 2)
+    # reproduced: inside the CI, or within 0.05 of the reference median (b: 1.25 vs 1.1 is not)
+    assert [r["reproduced"] for r in out["rows"]] == [True, False, False]
     assert out["costs"]["T(1) ms"] == pytest.approx([2.0, 3.0])
     assert out["costs"]["run r(2)"] == [1.6, 1.6] and out["costs"]["run c"] == [0.12, 0.12]
     assert "r(5)" not in out["costs"] and "c_ngram" not in out["costs"]  # not measured
     assert out["rows"][1]["new"] == [1.25, 1.15, 1.3]
     text = bench.format_comparison(out)
     assert "1 of 3 rows" in text and "2 of 3" in text and "T(1) ms 2.000 -> 3.000" in text
+    tight = _result([_row(label="a", speedup=1.30, speedup_ci=[1.29, 1.31]),
+                     _row(label="b", speedup=1.30, speedup_ci=[1.29, 1.31])])
+    near = _result([_row(label="a", speedup=1.34, speedup_ci=[1.3, 1.4]),  # outside, 0.04 off
+                    _row(label="b", speedup=1.36, speedup_ci=[1.3, 1.4])])  # outside, 0.06 off
+    again = bench.compare_runs(tight, near)
+    assert [r["in_reference_ci"] for r in again["rows"]] == [False, False]
+    assert [r["reproduced"] for r in again["rows"]] == [True, False]
 
 
 def test_compare_runs_refuses_different_settings_or_non_results() -> None:

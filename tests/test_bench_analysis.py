@@ -147,7 +147,7 @@ def test_parameter_count_matches_the_shipped_weights():
 
 def test_blas_info_and_matmul_cost_curve():
     info = analysis.blas_info()
-    assert set(info) == {"library", "version", "kernel"}
+    assert set(info) == {"library", "version", "kernel", "rowwise_max", "coretype_env", "numba"}
     seconds = analysis.matmul_cost_curve(32, [1, 2, 4], np.random.default_rng(0), repeats=3)
     assert seconds.shape == (3,) and np.all(seconds > 0)
 

@@ -12,6 +12,7 @@ import pytest
 
 from specdec_lite import bench, cli
 from specdec_lite.bench import QUICK, Settings
+from specdec_lite.bench.config import resolve_backend
 
 COMMITTED = Path(__file__).parents[1] / "results" / "bench.json"
 
@@ -20,8 +21,18 @@ def test_bench_quick_arguments() -> None:
     args = cli.build_parser().parse_args(
         ["bench", "--quick", "--json", "out.json", "--plot", "figs", "--simulate-width", "8"])
     settings = cli._bench_settings(args)
-    assert settings == Settings(**{**QUICK.__dict__, "simulate_width": 8})
+    auto = resolve_backend("auto")  # the compiled backend where numba is installed
+    assert settings == Settings(**{**QUICK.__dict__, "simulate_width": 8, "backend": auto})
     assert args.json == "out.json" and args.plot == "figs"
+
+
+def test_bench_backend_argument() -> None:
+    args = cli.build_parser().parse_args(["bench", "--quick", "--backend", "numpy"])
+    assert cli._bench_settings(args).backend == "numpy"
+    with pytest.raises(SystemExit):  # argparse: not one of the choices
+        cli.build_parser().parse_args(["bench", "--backend", "cuda"])
+    with pytest.raises(ValueError, match="backend"):
+        Settings(backend="cuda").check()
 
 
 def test_bench_overrides() -> None:

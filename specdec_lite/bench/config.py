@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .. import fast
+from ..transformer import BACKENDS
+
 NGRAM_ORDER = 8  # the n-gram draft conditions on the last 7 characters
 
 
@@ -39,6 +42,7 @@ class Settings:
     simulate_width: int | None = None
     cost_repeats: int = 30
     quick: bool = False
+    backend: str = "auto"  # the GPTs' forward: "numpy", "numba" or "auto" (see resolve_backend)
 
     def as_json(self) -> dict:
         """The settings as they appear in a JSON result (lists for tuples)."""
@@ -57,7 +61,24 @@ class Settings:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.simulate_width is not None and self.simulate_width < 1:
             raise ValueError(f"simulate_width must be >= 1, got {self.simulate_width}")
+        resolve_backend(self.backend)
         return self
+
+
+BACKEND_CHOICES = ("auto", *BACKENDS)
+
+
+def resolve_backend(backend: str) -> str:
+    """The forward a run uses: ``"auto"`` is the compiled one (``"numba"``) where the
+    ``fast`` extra is installed, else ``"numpy"``. Raises ``ValueError`` naming ``backend``
+    for an unknown name, or for ``"numba"`` without numba."""
+    if backend not in BACKEND_CHOICES:
+        raise ValueError(f"backend must be one of {BACKEND_CHOICES}, got {backend!r}")
+    if backend == "auto":
+        return "numba" if fast.available() else "numpy"
+    if backend == "numba" and not fast.available():
+        raise ValueError(f"backend 'numba' needs numba: {fast.INSTALL_HINT}")
+    return backend
 
 
 QUICK = Settings(ks=(2, 4), trees=(8,), prompts=2, prompt_len=64, new_tokens=48, repeats=2,

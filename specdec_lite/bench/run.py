@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -28,7 +28,15 @@ from ..models import NGramModel
 from ..pretrained import Pretrained, load_pretrained
 from .batch import batch_settings
 from .batch import measure as measure_batch
-from .config import NGRAM_ORDER, Method, Settings, build_methods, choose_prompts, schedule
+from .config import (
+    NGRAM_ORDER,
+    Method,
+    Settings,
+    build_methods,
+    choose_prompts,
+    resolve_backend,
+    schedule,
+)
 from .report import evaluate_bars
 from .schema import SCHEMA
 from .stats import Row, Run, ends_in_loop, in_run_ratios, simulated_units, summarise
@@ -318,6 +326,8 @@ def describe_models(models: Pretrained, ngram: NGramModel | None) -> dict:
         "order": ngram.order, "smoothing": ngram.smoothing,
         "fitted_on": "the training split of the bundled corpus"}
     return {"target": asdict(models.target.config), "draft": asdict(models.draft.config),
+            "backend": {name: getattr(getattr(models, name), "backend", None)
+                        for name in ("target", "draft")},
             "heads": models.heads.n_heads if models.heads is not None else None,
             "ngram": ngram_info,
             "source": SHIPPED if models.manifest else "models given to bench.run()"}
@@ -343,8 +353,9 @@ def run(settings: Settings | None = None, models: Pretrained | None = None,
     with an n-gram draft fitted on the training split (:func:`ngram_draft`); given models
     are benchmarked with the n-gram ``ngram`` only if one is given."""
     s = (settings or Settings()).check()
+    s = replace(s, backend=resolve_backend(s.backend))
     if models is None:
-        models = load_pretrained()
+        models = load_pretrained(backend=s.backend)
         if ngram is None:
             ngram = ngram_draft(models.tokenizer)
     p = plan(s, models, ngram)

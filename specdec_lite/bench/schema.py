@@ -61,7 +61,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 OPTIONAL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("comparison", "object", "only with --compare: reference and new (timestamps), "
      "rows [{label, reference: [median, lo, hi], new: [median, lo, hi], "
-     "in_reference_ci, overlap}], in_reference_ci and overlap (counts), costs "
+     "in_reference_ci, reproduced, overlap}], in_reference_ci, reproduced and overlap "
+     "(counts; reproduced: inside the reference CI or within 0.05 of its median), costs "
      "({name: [reference, new]})"),
     ("batch", "object", "throughput against batch size (bench.batch): settings ({sizes, "
      "k, temperatures, new_tokens, repeats, seed}) and rows [{method: plain | "

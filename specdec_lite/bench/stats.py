@@ -318,11 +318,16 @@ def check_reference(reference: dict, name: str = "the reference") -> None:
                                  f"{costs[key]!r:.60}")
 
 
+REPRODUCE_WITHIN = 0.05  # a second-run median this close to the first counts as reproduced
+
+
 def compare_runs(reference: dict, new: dict) -> dict:
     """How well a new run reproduces a reference run (two JSON results of the same settings).
 
     For every measured row in both: the two medians and 95% CIs, whether the new median
-    lies inside the reference CI (``in_reference_ci``) and whether the two CIs overlap.
+    lies inside the reference CI (``in_reference_ci``), whether it is inside it or within
+    ``REPRODUCE_WITHIN`` of the reference median (``reproduced``, the project's
+    reproduction check) and whether the two CIs overlap.
     Two honest runs of the same code do not put every median inside the other's CI: a
     CI covers the *true* median about 95% of the time, and the new median is noisy too.
     Also the costs the predictions rest on side by side: the isolated T(1), r(n) and c,
@@ -343,6 +348,8 @@ def compare_runs(reference: dict, new: dict) -> dict:
         rows.append({"label": ref["label"], "reference": [ref["speedup"], lo, hi],
                      "new": [row["speedup"], new_lo, new_hi],
                      "in_reference_ci": lo <= row["speedup"] <= hi,
+                     "reproduced": (lo <= row["speedup"] <= hi
+                                    or abs(row["speedup"] - ref["speedup"]) <= REPRODUCE_WITHIN),
                      "overlap": lo <= new_hi and new_lo <= hi})
     curves = reference["cost_curve"], new["cost_curve"]
     paid = reference.get("in_run_costs"), new.get("in_run_costs")
@@ -355,4 +362,5 @@ def compare_runs(reference: dict, new: dict) -> dict:
     costs = {name: pair for name, pair in costs.items() if None not in pair}
     return {"reference": reference["timestamp"], "new": new["timestamp"], "rows": rows,
             "in_reference_ci": sum(r["in_reference_ci"] for r in rows),
+            "reproduced": sum(r["reproduced"] for r in rows),
             "overlap": sum(r["overlap"] for r in rows), "costs": costs}

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import fast, kernels
 from ..medusa import MedusaHeads
 from ..models import NGramModel
 from ..pretrained import Pretrained
@@ -225,24 +226,15 @@ def pin_blas_threads(n: int = 1) -> bool:
 
 def blas_info() -> dict:
     """The BLAS of the running numpy: library name and version from numpy's build
-    configuration, and the kernel the library chose for this CPU (OpenBLAS reports it at
-    run time; None where it cannot be asked)."""
+    configuration, the kernel the library chose for this CPU (OpenBLAS reports it at run
+    time; None where it cannot be asked), the matrix-product path chosen for that kernel
+    (``rowwise_max``: blocks of 2 .. that many rows multiply row by row) and whether the
+    compiled backend (numba) is installed."""
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    kernel = None
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-    except OSError:
-        paths = set()
-    for path in sorted(paths):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-                     "openblas_get_corename64_", "openblas_get_corename"):
-            if hasattr(lib, name):
-                getattr(lib, name).restype = ctypes.c_char_p
-                kernel = getattr(lib, name)().decode()
-                break
-    return {"library": blas.get("name"), "version": blas.get("version"), "kernel": kernel}
+    return {"library": blas.get("name"), "version": blas.get("version"),
+            "kernel": kernels.blas_kernel(), "rowwise_max": kernels.ROWWISE_MAX,
+            "coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+            "numba": fast.numba.__version__ if fast.available() else None}
 
 
 def machine_info() -> dict:

@@ -91,6 +91,30 @@ def plot_cost_curve(data: dict, ax: plt.Axes | None = None) -> plt.Figure:
     return fig
 
 
+def plot_kernel_curves(curves: dict) -> plt.Figure:
+    """The target's T(n)/T(1) under each OpenBLAS kernel (one panel each), for the numpy
+    and the compiled forward, from ``python -m specdec_lite.bench.curves`` (a loaded
+    ``results/kernel_curves.json``). T(1) and c of each curve are in its legend."""
+    kernels = list(dict.fromkeys(c["kernel"] for c in curves["curves"]))
+    fig, axes = plt.subplots(1, len(kernels), figsize=(4.6 * len(kernels), 3.6), sharey=True,
+                             squeeze=False)
+    styles = {"numpy": ("o-", COLORS["target"]), "numba": ("s--", COLORS["draft"])}
+    for ax, kernel in zip(axes[0], kernels, strict=True):
+        for curve in (c for c in curves["curves"] if c["kernel"] == kernel):
+            marker, color = styles.get(curve["backend"], ("^-", COLORS["theory"]))
+            ax.plot(curve["n"], curve["ratio"], marker, color=color,
+                    label=f"{curve['backend']}: T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
+                          f"c = {curve['c']:.2f}")
+        ax.axhline(1.0, color="#b0b0b0", lw=0.8)
+        ax.set_title(f"OpenBLAS kernel {kernel}")
+        ax.set_xlabel("n (new tokens in one target forward)")
+        ax.legend(fontsize=8, loc="upper left")
+    axes[0, 0].set_ylabel("T(n) / T(1)")
+    axes[0, 0].set_ylim(0, None)
+    fig.tight_layout()
+    return fig
+
+
 def plot_reproduction(comparison: dict, ax: plt.Axes | None = None) -> plt.Figure:
     """Each measured row's speedup in a second run (y) against the reference run (x), both
     with their 95% CIs, from ``bench.compare_runs``; rows whose new median falls outside the

@@ -1,0 +1,119 @@
+"""The target's cost curve under each BLAS kernel and each backend, on one machine.
+
+OpenBLAS picks its kernel when it loads, from the CPU or from ``OPENBLAS_CORETYPE``, so
+each (kernel, backend) pair is measured in a fresh Python process: the default kernel
+(what this CPU gets) and ``Haswell`` (what AMD Zen and older Intel CPUs get), each with
+the numpy forward and, where the ``fast`` extra is installed, the compiled one. Every
+process times :func:`~specdec_lite.bench.timing.cost_curve` after the same held-out
+prefix and reports the kernel OpenBLAS says it loaded (:func:`specdec_lite.kernels.blas_kernel`),
+so a setting that did not take effect shows in the result.
+
+``python -m specdec_lite.bench.curves --json results/kernel_curves.json`` writes::
+
+    {"machine": {...}, "settings": {...},
+     "curves": [{"coretype_env", "kernel", "backend", "rowwise_max", "n", "target_s",
+                 "ratio", "draft_s", "c"}, ...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from .. import fast, kernels
+from ..corpus import load_text
+from ..pretrained import load_pretrained
+from .config import choose_prompts
+from .timing import cost_curve, machine_info, pin_blas_threads
+
+CORETYPES = (None, "Haswell")  # None: the kernel OpenBLAS picks for this CPU
+N_MAX = 9  # up to a Medusa tree of 8 nodes plus its root
+PREFIX = 160  # tokens cached before each forward: the benchmark's mean decoding context
+
+
+def measure(backend: str, n_max: int = N_MAX, repeats: int = 30, seed: int = 0) -> dict:
+    """One curve in this process: seconds of a target forward over n = 1..n_max tokens
+    after a ``PREFIX``-token held-out prefix, and of one draft forward (c = draft / T(1))."""
+    models = load_pretrained(backend=backend)
+    text = choose_prompts(load_text("heldout"), 1, PREFIX, seed)[0]
+    prefix = np.array(models.tokenizer.encode(text)[:PREFIX], dtype=np.int64)  # [PREFIX]
+    target_s, draft_s, _, _ = cost_curve(models, None, prefix, n_max, repeats, seed)
+    return {"coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+            "kernel": kernels.blas_kernel(), "backend": backend,
+            "rowwise_max": kernels.ROWWISE_MAX, "n": list(range(1, n_max + 1)),
+            "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
+            "draft_s": draft_s, "c": draft_s / target_s[0]}
+
+
+def measure_in_process(coretype: str | None, backend: str, repeats: int, seed: int) -> dict:
+    """:func:`measure` in a child process whose OpenBLAS loads with ``coretype``."""
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_CORETYPE"}
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if coretype is not None:
+        env["OPENBLAS_CORETYPE"] = coretype
+    command = [sys.executable, "-m", "specdec_lite.bench.curves", "--one", backend,
+               "--repeats", str(repeats), "--seed", str(seed)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {coretype or 'default'} / {backend} curve failed: "
+                           f"{done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(repeats: int = 30, seed: int = 0) -> dict:
+    """Every (kernel, backend) curve, each in its own process (about 20 s each)."""
+    backends = ("numpy", "numba") if fast.available() else ("numpy",)
+    curves = [measure_in_process(coretype, backend, repeats, seed)
+              for coretype in CORETYPES for backend in backends]
+    return {"timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine_info(), "settings": {"prefix": PREFIX, "n_max": N_MAX,
+                                                    "repeats": repeats, "seed": seed},
+            "curves": curves}
+
+
+def format_curves(data: dict) -> str:
+    """The curves as a table: T(1) and r(n) per kernel and backend."""
+    ns = data["curves"][0]["n"]
+    lines = [f"{'kernel':<10}{'backend':<8}{'T(1) ms':>8}{'c':>7}  "
+             + " ".join(f"r({n})".rjust(5) for n in ns[1:])]
+    for curve in data["curves"]:
+        lines.append(f"{curve['kernel'] or '?':<10}{curve['backend']:<8}"
+                     f"{curve['target_s'][0] * 1e3:>8.3f}{curve['c']:>7.3f}  "
+                     + " ".join(f"{r:5.2f}" for r in curve["ratio"][1:]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m specdec_lite.bench.curves",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", metavar="PATH", help="write the curves as JSON")
+    parser.add_argument("--one", choices=("numpy", "numba"),
+                        help="measure one curve in this process and print it as JSON")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    if args.one:
+        pin_blas_threads(1)
+        print(json.dumps(measure(args.one, repeats=args.repeats, seed=args.seed)))
+        return
+    if args.json and not Path(args.json).parent.is_dir():
+        parser.error(f"--json {args.json}: no folder {Path(args.json).parent}")
+    data = run(args.repeats, args.seed)
+    print(format_curves(data))
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

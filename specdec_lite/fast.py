@@ -1,0 +1,315 @@
+"""The compiled backend: one fused forward of the GPT per call, compiled by numba.
+
+numba is optional (the ``fast`` extra). Without it :func:`available` is False and
+:func:`compile_forward` raises ``ImportError`` with the install line; the numpy forward
+of :mod:`specdec_lite.transformer` stays the reference and the default.
+
+Why a fused forward pays here. The numpy forward of the target makes about 250 numpy
+calls, each with a few microseconds of dispatch, and each matrix product over n rows
+either packs the weight matrix (OpenBLAS's Haswell/Zen kernel, at every n > 1) or reads
+it once per row (the row-by-row path). :func:`gpt_forward` instead runs the whole network
+in one compiled call, and :func:`linear_rows` reads each row of a weight matrix once for
+all n new tokens: for n up to about 16 the cost of a forward hardly grows with n, which
+is what the verification step of speculative decoding needs.
+
+The arithmetic is the numpy forward's, in float32, in another summation order: logits
+agree with numpy's to about 1e-5 (``tests/test_fast.py`` holds them within a stated
+tolerance, and greedy decoding token-identical on the held-out prompts).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import kernels
+
+try:  # the optional extra
+    import numba
+except ImportError:  # pragma: no cover - exercised where numba is absent
+    numba = None
+
+# Reassociation lets LLVM vectorise the sums (dot products, means); no "nnan"/"ninf",
+# since the attention bias is -inf for the entries a token may not see.
+FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
+# By BLAS kernel: blocks of up to this many rows (past kernels.ROWWISE_MAX) go through the
+# compiled kernel, which reads each weight once and never packs; larger blocks through
+# BLAS. Kernels with a small-matrix path beat it at every n (measured on a Xeon, SkylakeX
+# against Haswell: results/bench*.json), so there the compiled kernel is never used.
+OWN_ROWS_MAX = {**dict.fromkeys(kernels.SMALL_MATRIX_KERNELS, 1), None: 16}
+INSTALL_HINT = "pip install 'specdec_lite[fast]' (numba)"
+
+
+def available() -> bool:
+    """True when numba is installed, so the ``"numba"`` backend can be used."""
+    return numba is not None
+
+
+def _jit(function):
+    """numba's ``njit`` with an on-disk cache; the plain function where numba is absent
+    (so this module imports everywhere, and only :func:`compile_forward` needs numba)."""
+    if numba is None:
+        return function
+    return numba.njit(cache=True, nogil=True, fastmath=FASTMATH)(function)
+
+
+@_jit
+def rows_times_transposed(x, w_t, b, out):  # x [n, i], w_t [o, i], b [o] -> out [n, o]
+    """out = x @ w_t.T + b, reading each row of ``w_t`` (a column of w) once for all n
+    rows: four rows of x at a time share every load of it, with four running sums that
+    LLVM keeps in vector registers. Never copies w, at any n."""
+    n, d_in = x.shape
+    d_out = w_t.shape[0]
+    r0 = 0
+    while r0 + 4 <= n:
+        for o in range(d_out):
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for i in range(d_in):
+                w_oi = w_t[o, i]
+                s0 += x[r0, i] * w_oi
+                s1 += x[r0 + 1, i] * w_oi
+                s2 += x[r0 + 2, i] * w_oi
+                s3 += x[r0 + 3, i] * w_oi
+            out[r0, o], out[r0 + 1, o] = s0 + b[o], s1 + b[o]
+            out[r0 + 2, o], out[r0 + 3, o] = s2 + b[o], s3 + b[o]
+        r0 += 4
+    while r0 < n:
+        for o in range(d_out):
+            s0 = np.float32(0.0)
+            for i in range(d_in):
+                s0 += x[r0, i] * w_t[o, i]
+            out[r0, o] = s0 + b[o]
+        r0 += 1
+
+
+@_jit
+def linear_rows(x, w, w_t, b, out, rowwise_max, own_max):  # [n, i] @ [i, o] + [o]
+    """out [n, o] = x @ w + b. Blocks of 2 .. ``rowwise_max`` rows: one BLAS
+    matrix-vector product per row; then up to ``own_max`` rows: :func:`rows_times_transposed`
+    (``w_t`` = w.T, contiguous); every other block: one BLAS sgemm (SciPy's, as numba
+    calls it). The two limits follow the BLAS kernel (:func:`own_rows_max`)."""
+    n, d_out = out.shape
+    if 1 < n <= rowwise_max:
+        for r in range(n):
+            np.dot(x[r], w, out[r])
+    elif 1 < n <= own_max:
+        rows_times_transposed(x, w_t, b, out)
+        return
+    else:
+        np.dot(x, w, out)
+    for r in range(n):
+        for o in range(d_out):
+            out[r, o] += b[o]
+
+
+@_jit
+def normalize_rows(x, eps, out):  # [n, d] -> [n, d]
+    """(x - mean) / sqrt(var + eps) per row, LayerNorm without gain and bias."""
+    n, d = x.shape
+    for r in range(n):
+        mean = np.float32(0.0)
+        for i in range(d):
+            mean += x[r, i]
+        mean /= d
+        var = np.float32(0.0)
+        for i in range(d):
+            centred = x[r, i] - mean
+            var += centred * centred
+        scale = np.float32(1.0) / np.sqrt(var / d + eps)
+        for i in range(d):
+            out[r, i] = (x[r, i] - mean) * scale
+
+
+@_jit
+def exp_inplace(x, bits):  # x [m] float32 in place, bits [m] int32 scratch
+    """x <- exp(x) to about 1 ulp, in a loop LLVM vectorises (a scalar ``np.exp`` in
+    numba calls libm once per element, several times slower than numpy's SIMD exp).
+
+    exp(x) = 2^k exp(r), k = round(x / ln 2), r = x - k ln 2 (ln 2 in two parts, so r is
+    exact), exp(r) by its degree-7 Taylor polynomial (|r| <= ln 2 / 2), 2^k by writing k
+    into a float32's exponent bits. At or below -87 (and for -inf, and NaN) the result is
+    0; above 88 it is exp(88). The callers pass finite or -inf values: attention scores
+    minus their maximum (<= 0) and GELU arguments, for which exp(88) acts as infinity.
+    """
+    m = x.shape[0]
+    for i in range(m):
+        v = min(max(x[i], np.float32(-87.0)), np.float32(88.0))
+        k = np.floor(v * np.float32(1.4426950408889634) + np.float32(0.5))
+        r = v - k * np.float32(0.693145751953125) - k * np.float32(1.428606765330187e-06)
+        p = np.float32(1.0 / 5040)
+        p = p * r + np.float32(1.0 / 720)
+        p = p * r + np.float32(1.0 / 120)
+        p = p * r + np.float32(1.0 / 24)
+        p = p * r + np.float32(1.0 / 6)
+        p = p * r + np.float32(0.5)
+        p = p * r + np.float32(1.0)
+        p = p * r + np.float32(1.0)
+        bits[i] = (np.int32(k) + np.int32(127)) << 23
+        x[i] = p if x[i] > np.float32(-87.0) else np.float32(0.0)
+    scale = bits.view(np.float32)  # [m], 2^k
+    for i in range(m):
+        x[i] *= scale[i]
+
+
+@_jit
+def attend(qkv, kv, start, bias, n_head, out):
+    """Multi-head attention of n new tokens over the cache, for one layer.
+
+    ``qkv`` [n, 3d] (queries already scaled), ``kv`` [2, H, capacity, d_head] (the new
+    keys and values are written at slots ``start .. start+n-1`` first), ``bias`` [n, n]
+    (0 or -inf among the new tokens), ``out`` [n, d] the attended values.
+    """
+    n = qkv.shape[0]
+    d = qkv.shape[1] // 3
+    d_head = d // n_head
+    end = start + n
+    for r in range(n):
+        for h in range(n_head):
+            for e in range(d_head):
+                kv[0, h, start + r, e] = qkv[r, d + h * d_head + e]
+                kv[1, h, start + r, e] = qkv[r, 2 * d + h * d_head + e]
+    row = np.empty(end, dtype=np.float32)  # [end], one row of scores at a time
+    bits = np.empty(end, dtype=np.int32)
+    for h in range(n_head):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        q = np.ascontiguousarray(qkv[:, cols])  # [n, d_head]
+        scores = np.dot(q, kv[0, h, :end].T)  # [n, end]
+        for r in range(n):
+            top = -np.inf
+            for j in range(n):
+                scores[r, start + j] += bias[r, j]
+            for j in range(end):
+                top = max(top, scores[r, j])
+            for j in range(end):
+                row[j] = scores[r, j] - top
+            exp_inplace(row, bits)
+            total = np.float32(0.0)
+            for j in range(end):
+                total += row[j]
+            for j in range(end):
+                scores[r, j] = row[j] / total
+        out[:, cols] = np.dot(scores, kv[1, h, :end])  # [n, d_head]
+
+
+@_jit
+def add_rows(x, y):  # x <- x + y, both [n, d]
+    n, d = x.shape
+    for r in range(n):
+        for i in range(d):
+            x[r, i] += y[r, i]
+
+
+@_jit
+def gelu_rows(x):  # in place, [n, 4d]
+    """x <- 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+    x / (1 + exp(-2u)), the same function, with :func:`exp_inplace`."""
+    n, m = x.shape
+    e = np.empty(m, dtype=np.float32)
+    bits = np.empty(m, dtype=np.int32)
+    for r in range(n):
+        for i in range(m):
+            v = x[r, i]
+            e[i] = np.float32(-1.5957691216) * (v + np.float32(0.044715) * v * v * v)
+        exp_inplace(e, bits)
+        for i in range(m):
+            x[r, i] = x[r, i] / (np.float32(1.0) + e[i])
+
+
+@_jit
+def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logits, hidden):
+    """The whole GPT over n new tokens: ``x`` [n, d] embeddings in, ``logits`` [n, V] and
+    ``hidden`` [n, d] out, the new keys and values appended to ``kv`` [L, 2, H, capacity,
+    d_head] at ``start``. ``weights`` are the stacked matrices and biases of
+    :class:`CompiledForward`, ``weights_t`` the transposed matrices, ``paths`` the two row
+    limits of :func:`linear_rows`."""
+    qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b, lnf_g, lnf_b, unembed = weights
+    qkv_t, proj_t, fc_t, mlp_t, unembed_t = weights_t
+    rowwise_max, own_max = paths
+    n, d = x.shape
+    normed = np.empty((n, d), dtype=np.float32)
+    qkv = np.empty((n, 3 * d), dtype=np.float32)
+    attended = np.empty((n, d), dtype=np.float32)
+    branch = np.empty((n, d), dtype=np.float32)
+    wide = np.empty((n, fc_w.shape[2]), dtype=np.float32)
+    for layer in range(qkv_w.shape[0]):
+        normalize_rows(x, eps, normed)
+        linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, rowwise_max,
+                    own_max)
+        attend(qkv, kv[layer], start, bias, n_head, attended)
+        linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
+                    rowwise_max, own_max)
+        add_rows(x, branch)
+        normalize_rows(x, eps, normed)
+        linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, rowwise_max, own_max)
+        gelu_rows(wide)
+        linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, rowwise_max,
+                    own_max)
+        add_rows(x, branch)
+    normalize_rows(x, eps, normed)
+    for r in range(n):
+        for i in range(d):
+            hidden[r, i] = normed[r, i] * lnf_g[i] + lnf_b[i]
+    no_bias = np.zeros(unembed.shape[1], dtype=np.float32)
+    linear_rows(hidden, unembed, unembed_t, no_bias, logits, rowwise_max, own_max)
+
+
+def own_rows_max(kernel: str | None) -> int:
+    """Up to how many rows the fused forward multiplies with its own kernel
+    (:func:`rows_times_transposed`) rather than BLAS, for the loaded BLAS ``kernel``."""
+    return OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])  # type: ignore[arg-type]
+
+
+class CompiledForward:
+    """The fused forward of one :class:`~specdec_lite.transformer.TransformerModel`'s
+    weights, stacked per kind ([L, ...]) so one compiled call takes them all."""
+
+    def __init__(self, layers, ln_f, unembed, n_head: int, eps: float) -> None:
+        def stack(i: int) -> np.ndarray:
+            return np.ascontiguousarray(np.stack([block[i] for block in layers]))
+
+        def transposed(w: np.ndarray) -> np.ndarray:  # [..., i, o] -> [..., o, i]
+            return np.ascontiguousarray(np.swapaxes(w, -1, -2))
+
+        # fresh, writable copies: one array type whether the model's own arrays are
+        # read-only or (after unpickling) not, so numba compiles one signature
+        self.weights = tuple(stack(i) for i in range(8)) + tuple(
+            np.array(w, dtype=np.float32) for w in (ln_f[0], ln_f[1], unembed))
+        self.weights_t = tuple(transposed(self.weights[i]) for i in (0, 2, 4, 6, 10))
+        self.n_head, self.eps = n_head, np.float32(eps)
+        self.rowwise_max = kernels.ROWWISE_MAX
+        self.own_max = own_rows_max(kernels.blas_kernel())
+        self.no_bias = np.zeros((1, 1), dtype=np.float32)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Compile now (about 10 s the first time on a machine, then read from numba's
+        on-disk cache in well under a second), not inside the first timed decode."""
+        qkv_w = self.weights[0]  # [L, d, 3d]
+        n_layer, d = qkv_w.shape[0], qkv_w.shape[1]
+        kv = np.zeros((n_layer, 2, self.n_head, 2, d // self.n_head), dtype=np.float32)
+        self(np.zeros((1, d), dtype=np.float32), kv, 0, None)
+        self(np.zeros((1, d), dtype=np.float32), kv, 1, np.zeros((1, 1), dtype=np.float32))
+
+    def __call__(self, x: np.ndarray, kv: np.ndarray, start: int,
+                 bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Logits [n, V] and hidden states [n, d] of the embeddings ``x`` [n, d] (consumed),
+        appending their keys and values to ``kv`` at ``start``."""
+        n = x.shape[0]
+        logits = np.empty((n, self.weights[-1].shape[1]), dtype=np.float32)
+        hidden = np.empty_like(x)
+        # one array type for every bias (a read-only one would compile a second signature)
+        bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
+        paths = (self.rowwise_max, self.own_max)
+        gpt_forward(x, kv, start, bias, self.n_head, self.eps, paths, self.weights,
+                    self.weights_t, logits, hidden)
+        return logits, hidden
+
+
+def compile_forward(layers, ln_f, unembed, n_head: int, eps: float) -> CompiledForward:
+    """A :class:`CompiledForward`; ``ImportError`` with the install line without numba."""
+    if numba is None:
+        raise ImportError(f"the numba backend needs numba: {INSTALL_HINT}")
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a positive float, got {eps}")
+    return CompiledForward(layers, ln_f, unembed, n_head, eps)
