@@ -38,6 +38,13 @@ FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
 # BLAS. Kernels with a small-matrix path beat it at every n (measured on a Xeon, SkylakeX
 # against Haswell: results/bench*.json), so there the compiled kernel is never used.
 OWN_ROWS_MAX = {**dict.fromkeys(kernels.SMALL_MATRIX_KERNELS, 1), None: 16}
+# OpenBLAS's small-matrix path (SkylakeX class) takes an sgemm of M N K up to about 1e6
+# without packing; past it, the product packs w and costs several times more. Chunks of
+# rows under that size keep every block on the small path (chapter 6 shows the step).
+SMALL_MNK = 1_000_000
+# Past about this many rows (a prompt, not a verification block) packing pays for itself
+# again: measured, T(96) is 25% slower in chunks, T(32) 10% faster.
+CHUNK_ROWS_MAX = 32
 INSTALL_HINT = "pip install 'specdec_lite[fast]' (numba)"
 
 
@@ -84,18 +91,31 @@ def rows_times_transposed(x, w_t, b, out):  # x [n, i], w_t [o, i], b [o] -> out
 
 
 @_jit
-def linear_rows(x, w, w_t, b, out, rowwise_max, own_max):  # [n, i] @ [i, o] + [o]
-    """out [n, o] = x @ w + b. Blocks of 2 .. ``rowwise_max`` rows: one BLAS
-    matrix-vector product per row; then up to ``own_max`` rows: :func:`rows_times_transposed`
-    (``w_t`` = w.T, contiguous); every other block: one BLAS sgemm (SciPy's, as numba
-    calls it). The two limits follow the BLAS kernel (:func:`own_rows_max`)."""
+def linear_rows(x, w, w_t, b, out, paths):  # [n, i] @ [i, o] + [o] -> out [n, o]
+    """out = x @ w + b, by the path ``paths`` = (rowwise_max, own_max, small_mnk) picks
+    for n rows (:func:`matmul_paths` chooses the three for the BLAS kernel):
+
+    * 2 .. rowwise_max rows: one BLAS matrix-vector product per row;
+    * then up to own_max rows: :func:`rows_times_transposed` (``w_t`` = w.T, contiguous);
+    * more than small_mnk / (i o) rows, up to ``CHUNK_ROWS_MAX`` (small_mnk > 0): BLAS
+      sgemm on chunks of at most that many rows, each small enough for the kernel's
+      no-packing small-matrix path;
+    * otherwise one BLAS sgemm (SciPy's, as numba calls it).
+    """
+    rowwise_max, own_max, small_mnk = paths
     n, d_out = out.shape
+    d_in = x.shape[1]
     if 1 < n <= rowwise_max:
         for r in range(n):
             np.dot(x[r], w, out[r])
     elif 1 < n <= own_max:
         rows_times_transposed(x, w_t, b, out)
         return
+    elif small_mnk > 0 and n <= CHUNK_ROWS_MAX and n * d_in * d_out > small_mnk:
+        rows = max(1, small_mnk // (d_in * d_out))  # the most rows the small path takes
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            np.dot(x[r0:r1], w, out[r0:r1])
     else:
         np.dot(x, w, out)
     for r in range(n):
@@ -221,11 +241,10 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
     """The whole GPT over n new tokens: ``x`` [n, d] embeddings in, ``logits`` [n, V] and
     ``hidden`` [n, d] out, the new keys and values appended to ``kv`` [L, 2, H, capacity,
     d_head] at ``start``. ``weights`` are the stacked matrices and biases of
-    :class:`CompiledForward`, ``weights_t`` the transposed matrices, ``paths`` the two row
+    :class:`CompiledForward`, ``weights_t`` the transposed matrices, ``paths`` the three
     limits of :func:`linear_rows`."""
     qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b, lnf_g, lnf_b, unembed = weights
     qkv_t, proj_t, fc_t, mlp_t, unembed_t = weights_t
-    rowwise_max, own_max = paths
     n, d = x.shape
     normed = np.empty((n, d), dtype=np.float32)
     qkv = np.empty((n, 3 * d), dtype=np.float32)
@@ -234,30 +253,31 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
     wide = np.empty((n, fc_w.shape[2]), dtype=np.float32)
     for layer in range(qkv_w.shape[0]):
         normalize_rows(x, eps, normed)
-        linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, rowwise_max,
-                    own_max)
+        linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, paths)
         attend(qkv, kv[layer], start, bias, n_head, attended)
         linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
-                    rowwise_max, own_max)
+                    paths)
         add_rows(x, branch)
         normalize_rows(x, eps, normed)
-        linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, rowwise_max, own_max)
+        linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, paths)
         gelu_rows(wide)
-        linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, rowwise_max,
-                    own_max)
+        linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, paths)
         add_rows(x, branch)
     normalize_rows(x, eps, normed)
     for r in range(n):
         for i in range(d):
             hidden[r, i] = normed[r, i] * lnf_g[i] + lnf_b[i]
     no_bias = np.zeros(unembed.shape[1], dtype=np.float32)
-    linear_rows(hidden, unembed, unembed_t, no_bias, logits, rowwise_max, own_max)
+    linear_rows(hidden, unembed, unembed_t, no_bias, logits, paths)
 
 
-def own_rows_max(kernel: str | None) -> int:
-    """Up to how many rows the fused forward multiplies with its own kernel
-    (:func:`rows_times_transposed`) rather than BLAS, for the loaded BLAS ``kernel``."""
-    return OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])  # type: ignore[arg-type]
+def matmul_paths(kernel: str | None) -> tuple[int, int, int]:
+    """The (rowwise_max, own_max, small_mnk) of :func:`linear_rows` for the loaded BLAS
+    ``kernel``: :func:`specdec_lite.kernels.rowwise_max_for`, then :data:`OWN_ROWS_MAX`
+    and, for kernels with a small-matrix path, :data:`SMALL_MNK`."""
+    small = SMALL_MNK if kernel in kernels.SMALL_MATRIX_KERNELS else 0
+    own = OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])  # type: ignore[arg-type]
+    return kernels.rowwise_max_for(kernel), own, small
 
 
 class CompiledForward:
@@ -277,8 +297,7 @@ class CompiledForward:
             np.array(w, dtype=np.float32) for w in (ln_f[0], ln_f[1], unembed))
         self.weights_t = tuple(transposed(self.weights[i]) for i in (0, 2, 4, 6, 10))
         self.n_head, self.eps = n_head, np.float32(eps)
-        self.rowwise_max = kernels.ROWWISE_MAX
-        self.own_max = own_rows_max(kernels.blas_kernel())
+        self.paths = matmul_paths(kernels.blas_kernel())
         self.no_bias = np.zeros((1, 1), dtype=np.float32)
         self.warm_up()
 
@@ -300,8 +319,7 @@ class CompiledForward:
         hidden = np.empty_like(x)
         # one array type for every bias (a read-only one would compile a second signature)
         bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
-        paths = (self.rowwise_max, self.own_max)
-        gpt_forward(x, kv, start, bias, self.n_head, self.eps, paths, self.weights,
+        gpt_forward(x, kv, start, bias, self.n_head, self.eps, self.paths, self.weights,
                     self.weights_t, logits, hidden)
         return logits, hidden
 

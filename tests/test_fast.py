@@ -31,16 +31,20 @@ needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INST
 # 2.3e-6 (logits), 4.3e-6 (cache) on every path; the shipped target 1.2e-5 and draft
 # 2.7e-5 (logits up to ~14 in magnitude) on held-out text. 1e-4 leaves a margin of ~4.
 ATOL = 1e-4
-# (rowwise_max, own_max) of linear_rows: every block of 2 .. rowwise_max rows multiplies
-# row by row, then up to own_max rows with rows_times_transposed, every other block (and
-# every single row) with one BLAS call.
+# (rowwise_max, own_max, small_mnk) of linear_rows: every block of 2 .. rowwise_max rows
+# multiplies row by row, then up to own_max rows with rows_times_transposed; past
+# small_mnk / (in out) rows (up to fast.CHUNK_ROWS_MAX) BLAS runs on chunks of rows; every
+# other block (and every single row) is one BLAS call.
 PATHS = {
-    "blas": (1, 1),  # the SkylakeX choice: BLAS at every n
-    "haswell": (3, 16),  # the Haswell/Zen choice: all three paths
-    "rowwise": (40, 1),  # row by row at every n > 1 (CONFIG.max_len is 40)
-    "own": (1, 80),  # the compiled kernel at every n > 1 (cache capacity 80)
+    "blas": (1, 1, 0),  # one BLAS call at every n
+    "skylakex": fast.matmul_paths("SkylakeX"),  # BLAS, in chunks past the small path
+    "haswell": fast.matmul_paths("Haswell"),  # row by row, then the compiled kernel
+    "rowwise": (40, 1, 0),  # row by row at every n > 1 (CONFIG.max_len is 40)
+    "own": (1, 80, 0),  # the compiled kernel at every n > 1 (cache capacity 80)
+    "chunks": (1, 1, 2 * 32 * 128),  # chunks of 2 rows for the [32, 128] MLP matrix
 }
-LINEAR_PATHS = [(1, 1), (3, 1), (1, 17), (3, 16), (17, 1), (5, 9)]
+LINEAR_PATHS = [(1, 1, 0), (3, 1, 0), (1, 17, 0), (3, 16, 0), (17, 1, 0), (5, 9, 0),
+                (1, 1, 4 * 37 * 45), (1, 1, 5 * 37 * 45 + 7), (3, 1, 1)]
 
 
 # ---------------------------------------------------------------- without numba
@@ -133,10 +137,9 @@ def test_rows_times_transposed_equals_float64_reference(n: int) -> None:
 @pytest.mark.parametrize("limits", LINEAR_PATHS, ids=str)
 @pytest.mark.parametrize("n", range(1, 18))
 def test_linear_rows_equals_float64_reference_on_each_path(n: int, limits) -> None:
-    rowwise_max, own_max = limits
     x, w, b, want = linear_data(n, 37, 45, seed=100 + n)
     out = np.full((n, 45), np.nan, dtype=np.float32)
-    fast.linear_rows(x, w, np.ascontiguousarray(w.T), b, out, rowwise_max, own_max)
+    fast.linear_rows(x, w, np.ascontiguousarray(w.T), b, out, limits)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-5)
 
 
@@ -147,9 +150,28 @@ def test_linear_rows_reads_w_t_only_on_its_own_path() -> None:
     for n in range(1, 20):
         x, w, b, want = linear_data(n, 16, 8, seed=n)
         out = np.empty((n, 8), dtype=np.float32)
-        fast.linear_rows(x, w, np.zeros((8, 16), dtype=np.float32), b, out, 3, 16)
+        fast.linear_rows(x, w, np.zeros((8, 16), dtype=np.float32), b, out, (3, 16, 0))
         expected = np.broadcast_to(b, (n, 8)) if 4 <= n <= 16 else want
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=2e-5, err_msg=f"n={n}")
+
+
+def test_matmul_paths_follow_the_kernel() -> None:
+    assert fast.matmul_paths("SkylakeX") == (1, 1, fast.SMALL_MNK)
+    assert fast.matmul_paths("SapphireRapids") == (1, 1, fast.SMALL_MNK)
+    assert fast.matmul_paths("Haswell") == (3, 16, 0)
+    assert fast.matmul_paths("Zen") == fast.matmul_paths(None) == (3, 16, 0)
+
+
+@needs_numba
+def test_linear_rows_chunks_only_verification_sized_blocks() -> None:
+    """Past small_mnk the rows go in chunks, up to CHUNK_ROWS_MAX rows; a larger block
+    (a prompt) is one BLAS call again. Chunked or not, the result is x @ w + b."""
+    for n in (7, fast.CHUNK_ROWS_MAX, fast.CHUNK_ROWS_MAX + 1, 3 * fast.CHUNK_ROWS_MAX):
+        x, w, b, want = linear_data(n, 37, 45, seed=n)
+        out = np.full((n, 45), np.nan, dtype=np.float32)
+        fast.linear_rows(x, w, np.zeros((45, 37), dtype=np.float32), b, out,
+                         (1, 1, 3 * 37 * 45))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-5, err_msg=f"n={n}")
 
 
 @needs_numba
@@ -186,19 +208,17 @@ def test_compile_forward_checks_eps() -> None:
 
 
 @pytest.fixture(params=[None, *PATHS], ids=lambda p: p or "loaded")
-def paths(request, monkeypatch) -> tuple[int, int]:
-    """The (rowwise_max, own_max) a numba model built now gets: as loaded here, or forced
-    through the module choices that CompiledForward reads when it is built."""
+def paths(request, monkeypatch) -> tuple[int, int, int]:
+    """The (rowwise_max, own_max, small_mnk) a numba model built now gets: as loaded
+    here, or forced through fast.matmul_paths, which CompiledForward asks when built."""
     if request.param is not None:
-        rowwise_max, own_max = PATHS[request.param]
-        monkeypatch.setattr(kernels, "ROWWISE_MAX", rowwise_max)
-        monkeypatch.setattr(fast, "OWN_ROWS_MAX", {None: own_max})
+        monkeypatch.setattr(fast, "matmul_paths", lambda kernel: PATHS[request.param])
     model = TransformerModel(CONFIG, random_params(CONFIG))
     compiled = fast.compile_forward(model.layers, model.ln_f, model.unembed, CONFIG.n_head,
                                     LN_EPS)
     if request.param is not None:
-        assert (compiled.rowwise_max, compiled.own_max) == PATHS[request.param]
-    return compiled.rowwise_max, compiled.own_max
+        assert compiled.paths == PATHS[request.param]
+    return compiled.paths
 
 
 def pair() -> tuple[TransformerModel, TransformerModel]:
@@ -352,8 +372,7 @@ def test_greedy_decoding_is_token_identical(shipped, prompt: int) -> None:
 def test_greedy_decoding_is_token_identical_on_the_haswell_paths(shipped, monkeypatch) -> None:
     """The same with the paths a Haswell/Zen kernel chooses (row by row for 2-3 rows, the
     compiled kernel for 4-16: the blocks of k + 1 = 5 and the 16-node tree)."""
-    monkeypatch.setattr(kernels, "ROWWISE_MAX", 3)
-    monkeypatch.setattr(fast, "OWN_ROWS_MAX", {None: 16})
+    monkeypatch.setattr(fast, "matmul_paths", lambda kernel: PATHS["haswell"])
     models = load_pretrained(backend="numba")
     ids = shipped["prompts"][0]
     assert decode_greedily(models, ids) == decode_greedily(shipped["numpy"], ids)
