@@ -159,7 +159,7 @@ distclean: clean
 	rm -rf $(VENV) *.egg-info
 
 # Benchmark (specdec_lite.bench): one BLAS thread, so timings are stable and comparable.
-# `make bench` is the full set (about 15 minutes, on a quiet machine): the full run on this
+# `make bench` is the full set (about 8 minutes, on a quiet machine): the full run on this
 # CPU's own OpenBLAS kernel with the best backend installed (results/bench.json and the
 # figures), bench-check (a second full run, the reproduction check), bench-haswell (the full
 # run again with OPENBLAS_CORETYPE=Haswell, the kernel AMD Zen and older Intel CPUs get) and

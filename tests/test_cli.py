@@ -10,11 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lite import bench, cli
+from specdec_lite import bench, cli, fast
 from specdec_lite.bench import QUICK, Settings
 from specdec_lite.bench.config import resolve_backend
 
 COMMITTED = Path(__file__).parents[1] / "results" / "bench.json"
+# The committed run's settings on the command line (a full run with --simulate-width 16,
+# on the backend it used), so that only what a test breaks can fail the comparison.
+COMMITTED_BACKEND = json.loads(COMMITTED.read_text())["settings"]["backend"]
+COMMITTED_ARGS = ["--simulate-width", "16", "--backend", COMMITTED_BACKEND]
+needs_committed_backend = pytest.mark.skipif(
+    COMMITTED_BACKEND == "numba" and not fast.available(),
+    reason=f"the committed run used the numba backend: {fast.INSTALL_HINT}")
 
 
 def test_bench_quick_arguments() -> None:
@@ -162,24 +169,24 @@ def _set_row(i: int, key: str, value):
     (lambda data: data["in_run_costs"].__setitem__("c", "cheap"), "in_run_costs.c must be"),
     (lambda data: data["in_run_costs"].__setitem__("n", "abc"), "in_run_costs.n must be a list"),
 ])
+@needs_committed_backend
 def test_compare_rows_and_costs_that_cannot_be_compared_fail_before_the_run(
         tmp_path, capsys, no_run, change, message) -> None:
     """Files with the right top level (they pass the schema) but rows or costs the
     comparison cannot use: one line naming the field, exit 2, before measuring (they used
     to pass, run the whole benchmark and then raise a traceback or print nonsense)."""
     path = _committed(tmp_path, "broken.json", change)
-    # the committed run's settings (a full run with --simulate-width 16), so only the
-    # broken field can fail
-    assert cli.main(["bench", "--simulate-width", "16", "--compare", path]) == 2
+    assert cli.main(["bench", *COMMITTED_ARGS, "--compare", path]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--compare" in err and message in err, err
 
 
+@needs_committed_backend
 def test_the_committed_result_passes_the_compare_checks(monkeypatch) -> None:
     reached = []
     monkeypatch.setattr(bench, "run", lambda *a, **k: reached.append(True) or _no_run())
     with pytest.raises(AssertionError, match="the benchmark ran"):
-        cli.main(["bench", "--simulate-width", "16", "--compare", str(COMMITTED)])
+        cli.main(["bench", *COMMITTED_ARGS, "--compare", str(COMMITTED)])
     assert reached  # every check passed, so the run started
 
 

@@ -25,6 +25,7 @@ from .config import (
     choose_prompts,
     schedule,
 )
+from .curves import format_curves, read_curves
 from .report import (
     evaluate_bars,
     format_bars,
@@ -73,7 +74,7 @@ from .timing import (
 )
 
 __all__ = ["BLAS_VARS", "FIELDS", "N_BOOT", "NGRAM_ORDER", "OPTIONAL_FIELDS", "QUICK",
-           "ROW_FIELDS", "SCHEMA",
+           "ROW_FIELDS", "SCHEMA", "format_curves", "read_curves",
            "BenchResult", "ForwardMeter", "Method", "Plan", "Row", "Run", "Settings",
            "blas_info", "bootstrap_ci", "build_methods", "calibrate", "check_comparable",
            "check_result",

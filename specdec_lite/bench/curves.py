@@ -79,6 +79,32 @@ def run(repeats: int = 30, seed: int = 0) -> dict:
             "curves": curves}
 
 
+CURVE_FIELDS = ("kernel", "backend", "n", "target_s", "ratio", "draft_s", "c")
+
+
+def read_curves(path: str | Path) -> dict:
+    """Read a curves file written by ``--json``, checking that it holds what the book
+    reads; ``ValueError`` names the file and the missing field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable JSON file ({err})") from None
+    curves = data.get("curves") if isinstance(data, dict) else None
+    if not isinstance(curves, list) or not curves:
+        raise ValueError(f"{path}: no 'curves' list")
+    for i, curve in enumerate(curves):
+        missing = [name for name in CURVE_FIELDS if name not in curve]
+        if missing:
+            raise ValueError(f"{path}: curves[{i}] lacks {missing}")
+        if len(curve["n"]) != len(curve["ratio"]) or len(curve["n"]) != len(curve["target_s"]):
+            raise ValueError(f"{path}: curves[{i}] has n, ratio and target_s of different lengths")
+    for name in ("machine", "timestamp", "settings"):
+        if name not in data:
+            raise ValueError(f"{path}: lacks {name!r}")
+    return data
+
+
 def format_curves(data: dict) -> str:
     """The curves as a table: T(1) and r(n) per kernel and backend."""
     ns = data["curves"][0]["n"]
