@@ -2,15 +2,18 @@
 
 numba is optional (the ``fast`` extra). Without it :func:`available` is False and
 :func:`compile_forward` raises ``ImportError`` with the install line; the numpy forward
-of :mod:`specdec_lite.transformer` stays the reference and the default.
+of :mod:`specdec_lite.transformer` stays the reference and the default. numba is imported
+only when the backend is asked for, so ``import specdec_lite`` does not pay for it: the
+kernels below are plain Python functions until :func:`compile_kernels` replaces each with
+its compiled version.
 
-Why a fused forward pays here. The numpy forward of the target makes about 250 numpy
-calls, each with a few microseconds of dispatch, and each matrix product over n rows
-either packs the weight matrix (OpenBLAS's Haswell/Zen kernel, at every n > 1) or reads
-it once per row (the row-by-row path). :func:`gpt_forward` instead runs the whole network
-in one compiled call, and :func:`linear_rows` reads each row of a weight matrix once for
-all n new tokens: for n up to about 16 the cost of a forward hardly grows with n, which
-is what the verification step of speculative decoding needs.
+What the fused forward saves. The numpy forward of the target makes about 250 numpy
+calls, each with microseconds of dispatch, a cost per forward whatever its n.
+:func:`gpt_forward` runs the whole network in one compiled call (exp and GELU in loops
+LLVM vectorises), and :func:`linear_rows` picks the matrix-product path the BLAS kernel
+does best at n rows. On the 2-core Xeon of ``results/`` that makes T(1) about 30% cheaper;
+T(n) grows with n about as fast as numpy's, because each extra token's arithmetic and
+attention are the same work either way (chapter 6, section 6.2).
 
 The arithmetic is the numpy forward's, in float32, in another summation order: logits
 agree with numpy's to about 1e-5 (``tests/test_fast.py`` holds them within a stated
@@ -19,16 +22,12 @@ tolerance, and greedy decoding token-identical on the held-out prompts).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from . import kernels
-
-try:  # the optional extra
-    import numba
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
 
 # Reassociation lets LLVM vectorise the sums (dot products, means); no "nnan"/"ninf",
 # since the attention bias is -inf for the entries a token may not see.
@@ -48,20 +47,50 @@ CHUNK_ROWS_MAX = 32
 INSTALL_HINT = "pip install 'specdec_lite[fast]' (numba)"
 
 
+@functools.cache
+def numba_module():
+    """numba, imported on first use; None where it is not installed."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba
+
+
 def available() -> bool:
     """True when numba is installed, so the ``"numba"`` backend can be used."""
-    return numba is not None
+    return numba_module() is not None
 
 
-def _jit(function):
-    """numba's ``njit`` with an on-disk cache; the plain function where numba is absent
-    (so this module imports everywhere, and only :func:`compile_forward` needs numba)."""
+def numba_version() -> str | None:
+    """The installed numba's version, or None."""
+    return numba_module().__version__ if available() else None
+
+
+KERNELS: list[str] = []  # this module's kernels, in the order they are defined
+
+
+def _kernel(function):
+    """Register ``function`` as a kernel for :func:`compile_kernels` (it stays plain
+    Python until then)."""
+    KERNELS.append(function.__name__)
+    return function
+
+
+@functools.cache
+def compile_kernels() -> None:
+    """Replace every kernel of this module by numba's ``njit`` of it (fastmath as in
+    ``FASTMATH``, GIL released, compiled code cached on disk). numba compiles a kernel at
+    its first call and then resolves the kernels it calls through this module's globals,
+    so after this they call each other compiled. ``ImportError`` without numba."""
+    numba = numba_module()
     if numba is None:
-        return function
-    return numba.njit(cache=True, nogil=True, fastmath=FASTMATH)(function)
+        raise ImportError(f"the numba backend needs numba: {INSTALL_HINT}")
+    for name in KERNELS:
+        globals()[name] = numba.njit(cache=True, nogil=True, fastmath=FASTMATH)(globals()[name])
 
 
-@_jit
+@_kernel
 def rows_times_transposed(x, w_t, b, out):  # x [n, i], w_t [o, i], b [o] -> out [n, o]
     """out = x @ w_t.T + b, reading each row of ``w_t`` (a column of w) once for all n
     rows: four rows of x at a time share every load of it, with four running sums that
@@ -90,7 +119,7 @@ def rows_times_transposed(x, w_t, b, out):  # x [n, i], w_t [o, i], b [o] -> out
         r0 += 1
 
 
-@_jit
+@_kernel
 def linear_rows(x, w, w_t, b, out, paths):  # [n, i] @ [i, o] + [o] -> out [n, o]
     """out = x @ w + b, by the path ``paths`` = (rowwise_max, own_max, small_mnk) picks
     for n rows (:func:`matmul_paths` chooses the three for the BLAS kernel):
@@ -123,7 +152,7 @@ def linear_rows(x, w, w_t, b, out, paths):  # [n, i] @ [i, o] + [o] -> out [n, o
             out[r, o] += b[o]
 
 
-@_jit
+@_kernel
 def normalize_rows(x, eps, out):  # [n, d] -> [n, d]
     """(x - mean) / sqrt(var + eps) per row, LayerNorm without gain and bias."""
     n, d = x.shape
@@ -141,7 +170,7 @@ def normalize_rows(x, eps, out):  # [n, d] -> [n, d]
             out[r, i] = (x[r, i] - mean) * scale
 
 
-@_jit
+@_kernel
 def exp_inplace(x, bits):  # x [m] float32 in place, bits [m] int32 scratch
     """x <- exp(x) to about 1 ulp, in a loop LLVM vectorises (a scalar ``np.exp`` in
     numba calls libm once per element, several times slower than numpy's SIMD exp).
@@ -172,7 +201,7 @@ def exp_inplace(x, bits):  # x [m] float32 in place, bits [m] int32 scratch
         x[i] *= scale[i]
 
 
-@_jit
+@_kernel
 def attend(qkv, kv, start, bias, n_head, out):
     """Multi-head attention of n new tokens over the cache, for one layer.
 
@@ -212,7 +241,7 @@ def attend(qkv, kv, start, bias, n_head, out):
         out[:, cols] = np.dot(scores, kv[1, h, :end])  # [n, d_head]
 
 
-@_jit
+@_kernel
 def add_rows(x, y):  # x <- x + y, both [n, d]
     n, d = x.shape
     for r in range(n):
@@ -220,7 +249,7 @@ def add_rows(x, y):  # x <- x + y, both [n, d]
             x[r, i] += y[r, i]
 
 
-@_jit
+@_kernel
 def gelu_rows(x):  # in place, [n, 4d]
     """x <- 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
     x / (1 + exp(-2u)), the same function, with :func:`exp_inplace`."""
@@ -236,7 +265,7 @@ def gelu_rows(x):  # in place, [n, 4d]
             x[r, i] = x[r, i] / (np.float32(1.0) + e[i])
 
 
-@_jit
+@_kernel
 def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logits, hidden):
     """The whole GPT over n new tokens: ``x`` [n, d] embeddings in, ``logits`` [n, V] and
     ``hidden`` [n, d] out, the new keys and values appended to ``kv`` [L, 2, H, capacity,
@@ -299,7 +328,12 @@ class CompiledForward:
         self.n_head, self.eps = n_head, np.float32(eps)
         self.paths = matmul_paths(kernels.blas_kernel())
         self.no_bias = np.zeros((1, 1), dtype=np.float32)
+        compile_kernels()
         self.warm_up()
+
+    def __setstate__(self, state: dict) -> None:  # unpickled in another process
+        compile_kernels()
+        self.__dict__.update(state)
 
     def warm_up(self) -> None:
         """Compile now (about 10 s the first time on a machine, then read from numba's
@@ -326,7 +360,7 @@ class CompiledForward:
 
 def compile_forward(layers, ln_f, unembed, n_head: int, eps: float) -> CompiledForward:
     """A :class:`CompiledForward`; ``ImportError`` with the install line without numba."""
-    if numba is None:
+    if not available():
         raise ImportError(f"the numba backend needs numba: {INSTALL_HINT}")
     if not math.isfinite(eps) or eps <= 0:
         raise ValueError(f"eps must be a positive float, got {eps}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pickle
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -25,6 +27,14 @@ from specdec_lite.pretrained import load_pretrained
 from specdec_lite.transformer import LN_EPS, Output, TransformerModel
 
 needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compiled_kernels() -> None:
+    """The kernels below are called directly: compile them first (they are plain Python
+    until fast.compile_kernels runs, which building a numba model also does)."""
+    if fast.available():
+        fast.compile_kernels()
 
 # numba vs numpy, logits and hidden states: the two sum in different orders in float32.
 # Measured max |difference| on a 2-core Xeon (SkylakeX kernel): the small random model
@@ -50,8 +60,17 @@ LINEAR_PATHS = [(1, 1, 0), (3, 1, 0), (1, 17, 0), (3, 16, 0), (17, 1, 0), (5, 9,
 # ---------------------------------------------------------------- without numba
 
 
+def test_importing_the_library_does_not_import_numba() -> None:
+    """numba takes about 0.3 s to import: only asking for the backend may load it."""
+    code = ("import sys, specdec_lite, specdec_lite.fast, specdec_lite.transformer; "
+            "print('numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_without_numba_the_backend_says_how_to_install(monkeypatch) -> None:
-    monkeypatch.setattr(fast, "numba", None)
+    monkeypatch.setattr(fast, "numba_module", lambda: None)
     assert not fast.available()
     model = TransformerModel(CONFIG, random_params(CONFIG))
     hint = re.escape(fast.INSTALL_HINT)
@@ -70,7 +89,7 @@ def test_without_numba_the_backend_says_how_to_install(monkeypatch) -> None:
 
 def test_a_failed_switch_keeps_the_numpy_backend(monkeypatch) -> None:
     """After use_backend("numba") raised, the model still says (and runs) numpy."""
-    monkeypatch.setattr(fast, "numba", None)
+    monkeypatch.setattr(fast, "numba_module", lambda: None)
     model = TransformerModel(CONFIG, random_params(CONFIG))
     with pytest.raises(ImportError):
         model.use_backend("numba")

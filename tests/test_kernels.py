@@ -40,7 +40,7 @@ import json
 from specdec_lite import fast, kernels
 from specdec_lite.bench.timing import blas_info
 print(json.dumps({"kernel": kernels.blas_kernel(), "rowwise_max": kernels.ROWWISE_MAX,
-                  "own_max": fast.own_rows_max(kernels.blas_kernel()), "info": blas_info()}))
+                  "paths": fast.matmul_paths(kernels.blas_kernel()), "info": blas_info()}))
 """
 
 
@@ -64,6 +64,7 @@ def test_coretype_haswell_forces_the_row_by_row_path() -> None:
     report = child_report("Haswell")
     assert report["kernel"] == "Haswell"
     assert report["rowwise_max"] == 3
+    assert report["paths"] == [3, 16, 0]  # the compiled forward's choice for Haswell
     assert report["info"]["kernel"] == "Haswell"
     assert report["info"]["rowwise_max"] == 3
     assert report["info"]["coretype_env"] == "Haswell"

@@ -234,7 +234,7 @@ def blas_info() -> dict:
     return {"library": blas.get("name"), "version": blas.get("version"),
             "kernel": kernels.blas_kernel(), "rowwise_max": kernels.ROWWISE_MAX,
             "coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
-            "numba": fast.numba.__version__ if fast.available() else None}
+            "numba": fast.numba_version()}
 
 
 def machine_info() -> dict:
