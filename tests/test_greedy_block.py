@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_transformer import CONFIG, random_params
 
-from specdec_lite import load_pretrained, speculative_generate
+from specdec_lite import fast, load_pretrained, speculative_generate
 from specdec_lite.decode import draft_block
 from specdec_lite.transformer import TransformerModel
 
@@ -31,8 +31,8 @@ class RowsOnly:
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 @pytest.mark.parametrize("k", [0, 1, 4])
 def test_greedy_block_equals_k_argmax_rows(backend: str, k: int) -> None:
-    if backend == "numba":
-        pytest.importorskip("numba")
+    if backend == "numba" and not fast.available():
+        pytest.skip(f"needs {fast.INSTALL_HINT}")
     params = random_params(CONFIG)
     blocked = TransformerModel(CONFIG, params, backend=backend)
     rows = TransformerModel(CONFIG, params, backend=backend)
@@ -83,8 +83,8 @@ def test_a_bad_greedy_block_answer_is_refused() -> None:
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_speculative_greedy_trace_is_the_same_with_and_without_the_block(backend: str) -> None:
-    if backend == "numba":
-        pytest.importorskip("numba")
+    if backend == "numba" and not fast.available():
+        pytest.skip(f"needs {fast.INSTALL_HINT}")
     models = load_pretrained(backend=backend)
     prompt = np.array(models.tokenizer.encode("    def close(self):\n        if self."))
     runs = []

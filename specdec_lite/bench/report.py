@@ -198,7 +198,8 @@ def markdown_summary(data: dict, comparison: dict | None = None) -> str:
                   + (f", {comparison['reproduced']} of {n} are inside it or within "
                      f"{REPRODUCE_WITHIN} of this run's median" if "reproduced" in comparison
                      else "")
-                  + f", and the two CIs overlap for {comparison['overlap']} of {n} methods."]
+                  + f", and the two CIs overlap for {comparison['overlap']} of {n} "
+                  "configurations."]
     return "\n".join(lines)
 
 

@@ -358,7 +358,8 @@ def compare_runs(reference: dict, new: dict) -> dict:
         costs[f"r({n})"] = [verify_ratio(c, n) for c in curves]
         costs[f"run r({n})"] = [verify_ratio(c, n) if c else None for c in paid]
     costs |= {name: [reference.get(name), new.get(name)] for name in ("c", "c_ngram", "c_heads")}
-    costs |= {f"run {name}": [c[name] if c else None for c in paid] for name in ("c", "c_ngram")}
+    costs |= {f"run {name}": [c.get(name) if c else None for c in paid]
+              for name in ("c", "c_ngram", "c_heads")}
     costs = {name: pair for name, pair in costs.items() if None not in pair}
     return {"reference": reference["timestamp"], "new": new["timestamp"], "rows": rows,
             "in_reference_ci": sum(r["in_reference_ci"] for r in rows),
