@@ -34,8 +34,8 @@ from . import kernels
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
 # By BLAS kernel: blocks of up to this many rows (past kernels.ROWWISE_MAX) go through the
 # compiled kernel, which reads each weight once and never packs; larger blocks through
-# BLAS. Kernels with a small-matrix path beat it at every n (measured on a Xeon, SkylakeX
-# against Haswell: results/bench*.json), so there the compiled kernel is never used.
+# BLAS. A kernel with a small-matrix path beats it (on this project's 2-core Xeon,
+# SkylakeX: slower at 2-3 rows, even at 9), so there the compiled kernel is never used.
 OWN_ROWS_MAX = {**dict.fromkeys(kernels.SMALL_MATRIX_KERNELS, 1), None: 16}
 # OpenBLAS's small-matrix path (SkylakeX class) takes an sgemm of M N K up to about 1e6
 # without packing; past it, the product packs w and costs several times more. Chunks of
