@@ -44,6 +44,9 @@ SMALL_MNK = 1_000_000
 # Past about this many rows (a prompt, not a verification block) packing pays for itself
 # again: measured, T(96) is 25% slower in chunks, T(32) 10% faster.
 CHUNK_ROWS_MAX = 32
+# The parts of a layer :func:`gpt_forward` can leave out for a profile, bit i for PARTS[i].
+PARTS = ("qkv projection", "attention", "attention output", "MLP expansion", "GELU",
+         "MLP output")
 INSTALL_HINT = "pip install 'specdec_lite[fast]' (numba)"
 
 
@@ -266,12 +269,17 @@ def gelu_rows(x):  # in place, [n, 4d]
 
 
 @_kernel
-def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logits, hidden):
+def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logits, hidden,
+                leave_out):
     """The whole GPT over n new tokens: ``x`` [n, d] embeddings in, ``logits`` [n, V] and
     ``hidden`` [n, d] out, the new keys and values appended to ``kv`` [L, 2, H, capacity,
     d_head] at ``start``. ``weights`` are the stacked matrices and biases of
     :class:`CompiledForward`, ``weights_t`` the transposed matrices, ``paths`` the three
-    limits of :func:`linear_rows`."""
+    limits of :func:`linear_rows`.
+
+    ``leave_out`` is 0 for the forward itself. For a profile only (the output is then
+    wrong), bit i skips part ``PARTS[i]`` in every layer, so the time it saves is the
+    part's cost inside a real forward, with the caches as the other parts leave them."""
     qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b, lnf_g, lnf_b, unembed = weights
     qkv_t, proj_t, fc_t, mlp_t, unembed_t = weights_t
     n, d = x.shape
@@ -280,17 +288,27 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
     attended = np.empty((n, d), dtype=np.float32)
     branch = np.empty((n, d), dtype=np.float32)
     wide = np.empty((n, fc_w.shape[2]), dtype=np.float32)
+    qkv[:] = 0.0  # defined values for the parts a profile leaves out
+    attended[:] = 0.0
+    branch[:] = 0.0
+    wide[:] = 0.0
     for layer in range(qkv_w.shape[0]):
         normalize_rows(x, eps, normed)
-        linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, paths)
-        attend(qkv, kv[layer], start, bias, n_head, attended)
-        linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
-                    paths)
+        if not leave_out & 1:
+            linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, paths)
+        if not leave_out & 2:
+            attend(qkv, kv[layer], start, bias, n_head, attended)
+        if not leave_out & 4:
+            linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
+                        paths)
         add_rows(x, branch)
         normalize_rows(x, eps, normed)
-        linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, paths)
-        gelu_rows(wide)
-        linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, paths)
+        if not leave_out & 8:
+            linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, paths)
+        if not leave_out & 16:
+            gelu_rows(wide)
+        if not leave_out & 32:
+            linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, paths)
         add_rows(x, branch)
     normalize_rows(x, eps, normed)
     for r in range(n):
@@ -345,16 +363,17 @@ class CompiledForward:
         self(np.zeros((1, d), dtype=np.float32), kv, 1, np.zeros((1, 1), dtype=np.float32))
 
     def __call__(self, x: np.ndarray, kv: np.ndarray, start: int,
-                 bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                 bias: np.ndarray | None, leave_out: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Logits [n, V] and hidden states [n, d] of the embeddings ``x`` [n, d] (consumed),
-        appending their keys and values to ``kv`` at ``start``."""
+        appending their keys and values to ``kv`` at ``start``. ``leave_out``: for a
+        profile, the parts to skip (see :func:`gpt_forward`); the output is then wrong."""
         n = x.shape[0]
         logits = np.empty((n, self.weights[-1].shape[1]), dtype=np.float32)
         hidden = np.empty_like(x)
         # one array type for every bias (a read-only one would compile a second signature)
         bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
         gpt_forward(x, kv, start, bias, self.n_head, self.eps, self.paths, self.weights,
-                    self.weights_t, logits, hidden)
+                    self.weights_t, logits, hidden, leave_out)
         return logits, hidden
 
 

@@ -7,12 +7,17 @@ import json
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
+from test_transformer import CONFIG, random_params
 
 matplotlib.use("Agg")
 
+from specdec_lite import fast  # noqa: E402
 from specdec_lite.bench import curves, kernels_summary, read_json  # noqa: E402
+from specdec_lite.kernels import LN_EPS, causal_bias  # noqa: E402
 from specdec_lite.plots import plot_kernel_curves  # noqa: E402
+from specdec_lite.transformer import TransformerModel  # noqa: E402
 
 RESULTS = Path(__file__).parents[1] / "results"
 COMMITTED = RESULTS / "kernel_curves.json"
@@ -80,3 +85,34 @@ def test_the_command_line_checks_its_arguments(capsys) -> None:
     with pytest.raises(SystemExit):
         curves.main(["--json", "/no/such/folder/curves.json"])
     assert "no folder" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+def test_forward_parts_splits_a_compiled_forward() -> None:
+    model = TransformerModel(CONFIG, random_params(CONFIG))
+    prefix = np.arange(12) % CONFIG.vocab_size  # [12]
+    parts = curves.forward_parts(model, prefix, ns=(1, 3), repeats=5)
+    assert parts["n"] == [1, 3] and list(parts["parts_s"]) == list(fast.PARTS)
+    assert all(w > 0 for w in parts["whole_s"])
+    for i, whole in enumerate(parts["whole_s"]):  # the parts and the rest add up to it
+        total = sum(seconds[i] for seconds in parts["parts_s"].values()) + parts["rest_s"][i]
+        assert total == pytest.approx(whole)
+    table = curves.format_parts(parts).splitlines()
+    assert len(table) == 1 + len(fast.PARTS) + 2 and table[-1].startswith("whole forward")
+
+
+@pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+def test_leaving_parts_out_is_for_profiles_only() -> None:
+    """leave_out=0 is the forward itself; any other mask changes the output (which is why
+    only the profile passes one)."""
+    model = TransformerModel(CONFIG, random_params(CONFIG))
+    compiled = fast.compile_forward(model.layers, model.ln_f, model.unembed, CONFIG.n_head,
+                                    LN_EPS)
+    x = model.wte[[1, 2, 3]] + model.wpe[:3]  # [3, d]
+    kv = model.new_state().kv
+    want = model.forward([1, 2, 3], cache=model.new_state()).logits
+    got, _ = compiled(x.copy(), kv, 0, causal_bias(3))
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    for i in range(len(fast.PARTS)):
+        other, _ = compiled(x.copy(), kv.copy(), 0, causal_bias(3), leave_out=1 << i)
+        assert np.abs(other - want).max() > 1e-3, fast.PARTS[i]

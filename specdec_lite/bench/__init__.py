@@ -25,7 +25,6 @@ from .config import (
     choose_prompts,
     schedule,
 )
-from .curves import format_curves, read_curves
 from .report import (
     evaluate_bars,
     format_bars,
@@ -74,7 +73,7 @@ from .timing import (
 )
 
 __all__ = ["BLAS_VARS", "FIELDS", "N_BOOT", "NGRAM_ORDER", "OPTIONAL_FIELDS", "QUICK",
-           "ROW_FIELDS", "SCHEMA", "format_curves", "read_curves",
+           "ROW_FIELDS", "SCHEMA",
            "BenchResult", "ForwardMeter", "Method", "Plan", "Row", "Run", "Settings",
            "blas_info", "bootstrap_ci", "build_methods", "calibrate", "check_comparable",
            "check_result",

@@ -12,7 +12,8 @@ so a setting that did not take effect shows in the result.
 
     {"machine": {...}, "settings": {...},
      "curves": [{"coretype_env", "kernel", "backend", "rowwise_max", "n", "target_s",
-                 "ratio", "draft_s", "c"}, ...]}
+                 "ratio", "draft_s", "c", "parts" (compiled backend only: forward_parts)},
+                ...]}
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +31,9 @@ import numpy as np
 
 from .. import fast, kernels
 from ..corpus import load_text
+from ..kernels import LN_EPS, causal_bias
 from ..pretrained import load_pretrained
+from ..transformer import TransformerModel
 from .config import choose_prompts
 from .timing import cost_curve, machine_info, pin_blas_threads
 
@@ -40,16 +44,54 @@ PREFIX = 160  # tokens cached before each forward: the benchmark's mean decoding
 
 def measure(backend: str, n_max: int = N_MAX, repeats: int = 30, seed: int = 0) -> dict:
     """One curve in this process: seconds of a target forward over n = 1..n_max tokens
-    after a ``PREFIX``-token held-out prefix, and of one draft forward (c = draft / T(1))."""
+    after a ``PREFIX``-token held-out prefix, and of one draft forward (c = draft / T(1));
+    for the compiled backend also :func:`forward_parts`."""
     models = load_pretrained(backend=backend)
     text = choose_prompts(load_text("heldout"), 1, PREFIX, seed)[0]
     prefix = np.array(models.tokenizer.encode(text)[:PREFIX], dtype=np.int64)  # [PREFIX]
     target_s, draft_s, _, _ = cost_curve(models, None, prefix, n_max, repeats, seed)
-    return {"coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
-            "kernel": kernels.blas_kernel(), "backend": backend,
-            "rowwise_max": kernels.ROWWISE_MAX, "n": list(range(1, n_max + 1)),
-            "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
-            "draft_s": draft_s, "c": draft_s / target_s[0]}
+    curve = {"coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+             "kernel": kernels.blas_kernel(), "backend": backend,
+             "rowwise_max": kernels.ROWWISE_MAX, "n": list(range(1, n_max + 1)),
+             "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
+             "draft_s": draft_s, "c": draft_s / target_s[0]}
+    if backend == "numba":
+        curve["parts"] = forward_parts(models.target, prefix, repeats=10 * repeats)
+    return curve
+
+
+def forward_parts(target: TransformerModel, prefix: np.ndarray, ns: tuple[int, ...] = (1, 5, 9),
+                  repeats: int = 300) -> dict:
+    """Where a compiled target forward's time goes, after ``prefix`` is cached: for n in
+    ``ns``, the median seconds of the whole forward and, for each part of ``fast.PARTS``,
+    how much less a forward that leaves that part out (in every layer) takes. The rest
+    (LayerNorms, residual adds, the output layer, the call itself) is what no part
+    explains. The calls of one repetition run back to back in a seeded shuffled order."""
+    compiled = fast.compile_forward(target.layers, target.ln_f, target.unembed,
+                                    target.config.n_head, LN_EPS)
+    cache = target.new_state()
+    target.forward(prefix, cache=cache)
+    start = cache.length
+    masks = [0] + [1 << i for i in range(len(fast.PARTS))]
+    rng = np.random.default_rng(0)
+    whole, parts = [], {name: [] for name in fast.PARTS}
+    for n in ns:
+        tokens = np.resize(prefix[::-1], n)  # [n] any valid tokens
+        x = target.wte[tokens] + target.wpe[start + np.arange(n)]  # [n, d]
+        bias = causal_bias(n) if n > 1 else None
+        seconds = np.zeros((repeats, len(masks)))  # [repeats, masks]
+        for rep in range(repeats + 1):  # repetition 0 warms up
+            for j in rng.permutation(len(masks)):
+                begin = time.perf_counter()
+                compiled(x.copy(), cache.kv, start, bias, leave_out=masks[j])
+                if rep:
+                    seconds[rep - 1, j] = time.perf_counter() - begin
+        median = np.median(seconds, axis=0)  # [masks]
+        whole.append(float(median[0]))
+        for i, name in enumerate(fast.PARTS):
+            parts[name].append(float(median[0] - median[i + 1]))
+    rest = [w - sum(parts[name][i] for name in fast.PARTS) for i, w in enumerate(whole)]
+    return {"n": list(ns), "whole_s": whole, "parts_s": parts, "rest_s": rest}
 
 
 def measure_in_process(coretype: str | None, backend: str, repeats: int, seed: int) -> dict:
@@ -103,6 +145,21 @@ def read_curves(path: str | Path) -> dict:
         if name not in data:
             raise ValueError(f"{path}: lacks {name!r}")
     return data
+
+
+def format_parts(parts: dict) -> str:
+    """:func:`forward_parts` as a table: each part's microseconds at each n, and what one
+    more token adds to it on average from the first n to the last."""
+    ns = parts["n"]
+    span = ns[-1] - ns[0]
+    lines = [f"{'part':18}" + "".join(f"{f'n={n} µs':>10}" for n in ns)
+             + f"{'per extra token':>17}"]
+    rows = list(parts["parts_s"].items()) + [("rest", parts["rest_s"]),
+                                            ("whole forward", parts["whole_s"])]
+    for name, seconds in rows:
+        lines.append(f"{name:18}" + "".join(f"{s * 1e6:10.0f}" for s in seconds)
+                     + f"{(seconds[-1] - seconds[0]) / span * 1e6:14.0f} µs")
+    return "\n".join(lines)
 
 
 def format_curves(data: dict) -> str:
