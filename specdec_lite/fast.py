@@ -288,10 +288,11 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
     attended = np.empty((n, d), dtype=np.float32)
     branch = np.empty((n, d), dtype=np.float32)
     wide = np.empty((n, fc_w.shape[2]), dtype=np.float32)
-    qkv[:] = 0.0  # defined values for the parts a profile leaves out
-    attended[:] = 0.0
-    branch[:] = 0.0
-    wide[:] = 0.0
+    if leave_out:  # a profile: defined values where a part is skipped (a forward writes all)
+        qkv[:] = 0.0
+        attended[:] = 0.0
+        branch[:] = 0.0
+        wide[:] = 0.0
     for layer in range(qkv_w.shape[0]):
         normalize_rows(x, eps, normed)
         if not leave_out & 1:
@@ -323,7 +324,7 @@ def matmul_paths(kernel: str | None) -> tuple[int, int, int]:
     ``kernel``: :func:`specdec_lite.kernels.rowwise_max_for`, then :data:`OWN_ROWS_MAX`
     and, for kernels with a small-matrix path, :data:`SMALL_MNK`."""
     small = SMALL_MNK if kernel in kernels.SMALL_MATRIX_KERNELS else 0
-    own = OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])  # type: ignore[arg-type]
+    own = OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])
     return kernels.rowwise_max_for(kernel), own, small
 
 
