@@ -12,17 +12,15 @@ and its three slowest cells (`pytest -s`).
 Skipped, with one line saying why, where Chromium or Playwright is missing.
 """
 
-import functools
-import http.server
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from static_server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "lite"
@@ -53,15 +51,6 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="live-edition brows
 pytestmark = pytest.mark.slow
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".wasm": "application/wasm", ".mjs": "text/javascript",
-                      ".js": "text/javascript", ".json": "application/json"}
-
-    def log_message(self, *args):  # keep pytest's output readable
-        pass
-
-
 @pytest.fixture(scope="module")
 def site() -> Path:
     """The built live edition (`make lite` is a no-op when it is up to date)."""
@@ -72,13 +61,8 @@ def site() -> Path:
 
 @pytest.fixture(scope="module")
 def base_url(site):
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serve(site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,7 @@ served on 127.0.0.1 and driven by Playwright with the system Chromium (no browse
 Skipped, with one reason, when Playwright or /usr/bin/chromium is missing.
 """
 
-import functools
-import http.server
 import shutil
-import threading
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+from static_server import serve  # noqa: E402
 
 from specdec_lite.static_slider import precompute  # noqa: E402
 
@@ -55,18 +53,8 @@ def site(tmp_path_factory):
     (root / "index.html").write_text(
         PAGE.format(slider=markup, script='<script src="static_slider.js"></script>'), "utf-8")
     (root / "nojs.html").write_text(PAGE.format(slider=markup, script=""), "utf-8")
-    handler = functools.partial(QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+    with serve(root) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
