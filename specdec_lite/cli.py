@@ -61,6 +61,7 @@ def _positive(text: str) -> int:
 
 def _add_bench(commands: argparse._SubParsersAction) -> None:
     from .bench import Settings
+    from .bench.config import BACKEND_CHOICES
 
     default = Settings()
     bench = commands.add_parser(
@@ -93,7 +94,7 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
         bench.add_argument(f"--{name}", type=_positive, metavar="N",
                            help=f"{help_text} (default {getattr(default, name.replace('-', '_'))})")
     bench.add_argument("--seed", type=_integer, default=0, help="random seed (default 0)")
-    bench.add_argument("--backend", choices=("auto", "numpy", "numba"), default="auto",
+    bench.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                        help="the GPTs' forward: numpy (the reference), numba (the compiled "
                        "fast extra) or auto, numba where installed (default)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -330,6 +330,9 @@ def test_json_schema(result: dict) -> None:
             assert key in row, key
         assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
     assert result["cost_curve"]["n"] == list(range(1, 5))  # k + 1 = 4 = tree of 3 + root
+    # given numpy models, the result records numpy, whatever "auto" would pick here
+    assert result["settings"]["backend"] == "numpy"
+    assert result["models"]["backend"] == {"target": "numpy", "draft": "numpy"}
     assert result["cost_curve"]["ratio"][0] == 1.0
     paid = result["in_run_costs"]  # every verification size the runs made, and one token
     assert {1, 2, 4} <= set(paid["n"]) and paid["ratio"][0] == 1.0  # (3: short last steps)

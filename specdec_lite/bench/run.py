@@ -351,13 +351,16 @@ def run(settings: Settings | None = None, models: Pretrained | None = None,
         ngram: NGramModel | None = None, *, progress: bool = True) -> BenchResult:
     """Run the benchmark. ``models`` default to the shipped ones (``load_pretrained()``),
     with an n-gram draft fitted on the training split (:func:`ngram_draft`); given models
-    are benchmarked with the n-gram ``ngram`` only if one is given."""
+    are benchmarked with the n-gram ``ngram`` only if one is given, and on the backend
+    they were built with (which the result's ``settings.backend`` records)."""
     s = (settings or Settings()).check()
-    s = replace(s, backend=resolve_backend(s.backend))
     if models is None:
+        s = replace(s, backend=resolve_backend(s.backend))
         models = load_pretrained(backend=s.backend)
         if ngram is None:
             ngram = ngram_draft(models.tokenizer)
+    else:  # the result records the forward the given models run, whatever was asked
+        s = replace(s, backend=getattr(models.target, "backend", "numpy"))
     p = plan(s, models, ngram)
     timed = time_runs(p, s, models, ngram, progress)
 
