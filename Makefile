@@ -1,5 +1,6 @@
 # specdec_lite: build, test and book pipeline.
-#   make test   - ruff, library tests, notebook regression tests (nbval)
+#   make test   - ruff, library tests, notebook regression tests (nbval, under every BLAS
+#                 kernel this CPU can run)
 #   make book   - build the Jupyter Book (offline) into _build/html
 # Every tool comes from .venv, which `make venv` builds from requirements.txt.
 
@@ -22,7 +23,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test test-torch lint pytest nbval lite book book-student figures slides notebooks lab screenshots vendor clean distclean
+.PHONY: venv test test-torch lint pytest nbval nbval-kernels lite book book-student figures slides notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -38,7 +39,7 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 	$(BIN)/python -m pip check
 	touch $@
 
-test: lint pytest nbval
+test: lint pytest nbval nbval-kernels
 
 # Optional: the torch extra in its own venv (.venv-train, CPU wheel), for retraining the
 # weights (python -m specdec_lite.train) and for the numpy-vs-torch forward test.
@@ -68,12 +69,31 @@ endif
 
 # Strict nbval: every committed output must equal a fresh run (up to nbval_sanitize.cfg;
 # cells tagged `nbval-ignore-output` are run but not compared, `nbval-skip` are not run).
+NBVAL := $(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+    --nbval-sanitize-with nbval_sanitize.cfg $(NOTEBOOKS)
+
 nbval: venv
 ifeq ($(NOTEBOOKS),)
 	@echo "nbval: no notebooks/*.ipynb yet, nothing to check"
 else
-	$(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
-	    --nbval-sanitize-with nbval_sanitize.cfg $(NOTEBOOKS)
+	$(NBVAL)
+endif
+
+# Strict nbval again under each other OpenBLAS kernel this CPU can run (Haswell and/or
+# SkylakeX, scripts/other_kernels.py): a committed output whose digits depend on the kernel's
+# order of summation fails here, on the author's machine, instead of on a reader's. The
+# Haswell run also caps torch at AVX2, as on the CPUs that get that kernel.
+KERNEL_ENV_Haswell := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+
+nbval-kernels: venv
+ifneq ($(NOTEBOOKS),)
+	@kernels="$$($(BIN)/python scripts/other_kernels.py)"; \
+	if [ -z "$$kernels" ]; then echo "nbval-kernels: this CPU runs no other OpenBLAS kernel"; fi; \
+	for k in $$kernels; do \
+	    echo "nbval under OPENBLAS_CORETYPE=$$k"; \
+	    if [ "$$k" = Haswell ]; then extra="$(KERNEL_ENV_Haswell)"; else extra=; fi; \
+	    env OPENBLAS_CORETYPE=$$k $$extra $(NBVAL) || exit 1; \
+	done
 endif
 
 # The live edition: a JupyterLite site that runs the chapters in the reader's browser (Pyodide),
