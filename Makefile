@@ -1,8 +1,15 @@
 # specdec_lite: build, test and book pipeline.
-#   make test   - ruff, library tests, notebook regression tests (nbval, under every BLAS
-#                 kernel this CPU can run)
-#   make book   - build the Jupyter Book (offline) into _build/html
-# Every tool comes from .venv, which `make venv` builds from requirements.txt.
+#   make test       - everything a submission must pass: ruff, the library tests (the
+#                     browser run of the live edition included), strict nbval under every
+#                     BLAS kernel this CPU can run
+#   make test-fast  - the edit-run loop: ruff, the tests not marked slow, browser, server or
+#                     statistical, and strict nbval on this machine's kernel
+#   make book       - render the committed outputs into _build/html (offline), with the live
+#                     edition where npm exists; nothing is executed
+#   make book-checked - re-execute and compare every notebook (nbval), then `make book`
+#   make test-book  - the tests of the built pages (make book, make book-student first)
+# The tests and the notebooks run in .venv (requirements*.txt, every extra); the book renders
+# in the much smaller .venv-book (book/requirements.txt).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -23,7 +30,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 BOOK_FLAGS := -W -n --keep-going --all
 
-.PHONY: venv test test-torch lint pytest nbval nbval-kernels lite book book-student figures slides notebooks lab screenshots vendor clean distclean
+.PHONY: venv book-venv test test-fast test-book test-torch lint pytest pytest-fast nbval nbval-kernels book-checked lite book book-student figures slides notebooks lab screenshots vendor clean distclean
 
 venv: $(STAMP)
 
@@ -41,6 +48,24 @@ $(STAMP): $(REQUIREMENTS) pyproject.toml
 
 test: lint pytest nbval nbval-kernels
 
+# The quick tier for the edit-run loop (a few minutes on 2 cores with a warm venv). What it
+# leaves out runs in `make test` and CI: tests marked slow, browser, server or statistical
+# (pyproject.toml registers the markers) and nbval under the other BLAS kernels.
+FAST_MARKERS := not slow and not browser and not server and not statistical
+
+test-fast: lint pytest-fast nbval
+
+pytest-fast: venv
+	$(BIN)/pytest -q -m "$(FAST_MARKERS)" tests
+
+# The tests of what readers get: the built pages load nothing remote, carry the vendored
+# assets, the student build has no solutions, every shipped chapter has its live twin. A
+# missing build fails them here (REQUIRE_BUILT_BOOK=1) instead of skipping them.
+BOOK_TESTS := tests/test_offline_html.py tests/test_live_button.py
+
+test-book: venv
+	REQUIRE_BUILT_BOOK=1 $(BIN)/pytest -q $(BOOK_TESTS)
+
 # Optional: the torch extra in its own venv (.venv-train, CPU wheel), for retraining the
 # weights (python -m specdec_lite.train) and for the numpy-vs-torch forward test.
 TRAIN_STAMP := .venv-train/.installed
@@ -57,13 +82,30 @@ test-torch: $(TRAIN_STAMP)
 lint: venv
 	$(BIN)/ruff check .
 
-# The browser test of the live edition (tests/test_browser_live.py) needs Debian's Chromium
-# and the built site: with Chromium, `make lite` runs first; without, the test skips and says so.
-CHROMIUM := $(wildcard /usr/bin/chromium)
+# .venv-book: what rendering the book needs (book/requirements.txt), about 310 MB.
+BOOK_VENV := .venv-book
+BOOK_BIN := $(BOOK_VENV)/bin
+BOOK_STAMP := $(BOOK_VENV)/.installed
 
-pytest: venv $(if $(CHROMIUM),lite)
+book-venv: $(BOOK_STAMP)
+
+$(BOOK_STAMP): book/requirements.txt
+	test -x $(BOOK_BIN)/python || $(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_BIN)/python -m pip install -q -r book/requirements.txt
+	$(BOOK_BIN)/python -m pip check
+	touch $@
+
+# The browser test of the live edition (tests/test_browser_live.py) needs Debian's Chromium
+# and the built site, which needs npm: with both, `make lite` runs first; without, the test
+# skips and says so.
+CHROMIUM := $(wildcard /usr/bin/chromium)
+NPM := $(shell command -v npm 2>/dev/null)
+
+pytest: venv $(if $(and $(CHROMIUM),$(NPM)),lite)
 ifeq ($(CHROMIUM),)
 	@echo "live edition: browser test SKIPPED, no /usr/bin/chromium (apt-get install chromium)"
+else ifeq ($(NPM),)
+	@echo "live edition: browser test SKIPPED, no npm to build the site (apt-get install npm)"
 endif
 	$(BIN)/pytest -q tests
 
@@ -97,8 +139,9 @@ ifneq ($(NOTEBOOKS),)
 endif
 
 # The live edition: a JupyterLite site that runs the chapters in the reader's browser (Pyodide),
-# offline. Built into _build/lite from pinned, sha256-verified parts (scripts/lite/); downloads
-# are cached in .cache/lite. `make book` copies it into _build/html/lite after jupyter-book ran.
+# offline. Built into _build/lite from pinned, sha256-verified parts (scripts/lite/) by the
+# book's environment; downloads (the npm registry's Pyodide) are cached in .cache/lite.
+# `make book` copies it into _build/html/lite after jupyter-book ran.
 LITE_OUT := _build/lite
 LITE_CACHE := .cache/lite
 LITE_STAMP := $(LITE_OUT)/.built
@@ -108,17 +151,28 @@ LITE_INPUTS := $(NOTEBOOKS) $(wildcard results/*.json) $(wildcard scripts/lite/*
 
 lite: $(LITE_STAMP)
 
-$(LITE_STAMP): $(LITE_INPUTS) $(STAMP)
-	$(BIN)/python scripts/lite/build_lite.py $(LITE_OUT) $(LITE_CACHE)
+$(LITE_STAMP): $(LITE_INPUTS) $(BOOK_STAMP)
+	$(BOOK_BIN)/python scripts/lite/build_lite.py $(LITE_OUT) $(LITE_CACHE)
 	touch $@
 
-# nbval first: every cell re-executed and compared with its committed output (see _config.yml).
-# Then the live edition goes into _build/html/lite, after jupyter-book, so a rebuild of
-# _build/html never leaves a stale or missing copy.
-book: nbval lite
-	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
-	rm -rf _build/html/lite && cp -R $(LITE_OUT) _build/html/lite && rm -f _build/html/lite/.built
+# The book renders the committed outputs (_config.yml: execute_notebooks off); `make test`
+# (and so CI) is where they are re-executed and compared. The live edition goes into
+# _build/html/lite after jupyter-book, so a rebuild of _build/html never leaves a stale copy;
+# without npm the book is built without it, and says so.
+book: $(BOOK_STAMP) $(if $(NPM),lite)
+	$(BOOK_BIN)/jupyter-book build . $(BOOK_FLAGS)
+	rm -rf _build/html/lite
+ifeq ($(NPM),)
+	@echo "live edition: NOT BUILT, no npm (apt-get install npm, then make book)"
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+else
+	cp -R $(LITE_OUT) _build/html/lite && rm -f _build/html/lite/.built
 	@echo "Book: $(CURDIR)/_build/html/index.html (live edition: serve _build/html, see README)"
+endif
+
+# For authors who changed a notebook: re-execute and compare every one, then build.
+book-checked: nbval
+	$(MAKE) book
 
 # The same book with exercise solutions removed (sphinx-exercise `hide_solutions: true`)
 # and without the teacher's guide. Its config is _config.yml with solutions hidden and no
@@ -127,16 +181,16 @@ book: nbval lite
 STUDENT_CONFIG := _build/_config_student.yml
 STUDENT_TOC := _build/_toc_student.yml
 
-book-student: venv
+book-student: $(BOOK_STAMP)
 	rm -rf _build/student && mkdir -p _build
-	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
+	$(BOOK_BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
 	    c['sphinx']['config'].update(hide_solutions=True, html_copy_source=False); \
 	    c['html']['use_download_button'] = False; \
 	    ext = c['sphinx']['local_extensions']; \
 	    ext.update({k: '$(CURDIR)/' + v for k, v in ext.items()}); \
 	    yaml.safe_dump(c, open('$(STUDENT_CONFIG)', 'w'), sort_keys=False)"
-	$(BIN)/python scripts/student_toc.py _toc.yml $(STUDENT_TOC)
-	$(BIN)/jupyter-book build . $(BOOK_FLAGS) --config $(STUDENT_CONFIG) \
+	$(BOOK_BIN)/python scripts/student_toc.py _toc.yml $(STUDENT_TOC)
+	$(BOOK_BIN)/jupyter-book build . $(BOOK_FLAGS) --config $(STUDENT_CONFIG) \
 	    --toc $(STUDENT_TOC) --path-output _build/student
 	@echo "Student book: $(CURDIR)/_build/student/_build/html/index.html"
 
@@ -176,7 +230,7 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) $(BOOK_VENV) *.egg-info
 
 # Benchmark (specdec_lite.bench): one BLAS thread, so timings are stable and comparable.
 # `make bench` is the full set (about 8 minutes, on a quiet machine): the full run on this

@@ -8,6 +8,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import live_button  # noqa: E402  (a Sphinx extension module, not part of the library)
 import pytest  # noqa: E402
+from built_book import BOOK, LITE, STUDENT, missing_build, need_dirs  # noqa: E402
 
 NOT_LIVE = ROOT / "scripts" / "lite" / "not-live.txt"
 
@@ -33,9 +34,8 @@ def test_link_from_a_chapter_page_reaches_the_live_notebook():
 
 def test_link_target_exists_in_the_live_site_layout():
     # The live site keeps the repository layout: files/notebooks/<chapter>.ipynb.
-    site = ROOT / "_build" / "lite"
-    if not site.is_dir():
-        pytest.skip("_build/lite not built (make lite)")
+    site = LITE
+    need_dirs(site, hint="make lite, or make book where npm exists")
     skipped = live_button.not_live(NOT_LIVE)
     for chapter in (ROOT / "notebooks").glob("*.ipynb"):
         shipped = (site / "files" / "notebooks" / chapter.name).is_file()
@@ -44,10 +44,9 @@ def test_link_target_exists_in_the_live_site_layout():
 
 
 def test_every_chapter_page_has_the_button_and_the_student_edition_none():
-    book = ROOT / "_build" / "html" / "notebooks"
-    student = ROOT / "_build" / "student" / "_build" / "html" / "notebooks"
-    if not (book.is_dir() and student.is_dir()):
-        pytest.skip("run `make book` and `make book-student` first")
+    book, student = BOOK / "notebooks", STUDENT / "notebooks"
+    need_dirs(book, student, hint="run `make book` and `make book-student` first")
+    need_dirs(BOOK / "lite", hint="the live edition: `make book` where npm exists")
     yaml = pytest.importorskip("yaml")
     skipped = live_button.not_live(NOT_LIVE)
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -56,7 +55,7 @@ def test_every_chapter_page_has_the_button_and_the_student_edition_none():
     assert pages
     stale = [c.stem for c in pages if not (book / f"{c.stem}.html").is_file()]
     if stale:
-        pytest.skip(f"_build/html predates _toc.yml (no page for {stale}): run `make book`")
+        missing_build(f"_build/html predates _toc.yml (no page for {stale}): run `make book`")
     for chapter in pages:
         html = (book / f"{chapter.stem}.html").read_text(encoding="utf-8")
         href = live_button.live_url(f"notebooks/{chapter.stem}", "lite")

@@ -1,7 +1,8 @@
 """The built book must work offline, and the table of contents must point at real files.
 
-The HTML checks run only when a build exists (`make book`, `make book-student`); the
-table-of-contents check always runs.
+The HTML checks run only when a build exists (`make book`, `make book-student`), and fail
+without one under `make test-book` (tests/built_book.py); the table-of-contents check always
+runs.
 """
 
 import re
@@ -10,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from built_book import BOOK, STUDENT, need_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_DIRS = [ROOT / "_build" / "html", ROOT / "_build" / "student" / "_build" / "html"]
+BUILD_DIRS = [BOOK, STUDENT]
 
 # A tag that makes the browser fetch something: <script src=...>, <link href=...>,
 # <img src=...>, <iframe src=...>. Remote means http(s):// or protocol-relative //host.
@@ -44,8 +46,7 @@ def test_remote_fetch_detector():
 
 @pytest.mark.parametrize("build", BUILD_DIRS, ids=["book", "student"])
 def test_built_html_loads_nothing_remote(build):
-    if not build.is_dir():
-        pytest.skip(f"{build.relative_to(ROOT)} not built (run `make book` / `make book-student`)")
+    need_dirs(build, hint="run `make book` / `make book-student`")
     pages = sorted(build.rglob("*.html"))
     assert pages, f"no HTML pages under {build}"
     offenders = {}
@@ -58,8 +59,7 @@ def test_built_html_loads_nothing_remote(build):
 
 @pytest.mark.parametrize("build", BUILD_DIRS, ids=["book", "student"])
 def test_vendored_assets_are_in_build(build):
-    if not build.is_dir():
-        pytest.skip(f"{build.relative_to(ROOT)} not built")
+    need_dirs(build, hint="run `make book` / `make book-student`")
     for asset in ["mathjax/tex-mml-chtml.js", "requirejs/require.js", "html-manager/embed-amd.js"]:
         assert (build / "_static" / asset).is_file(), asset
 
@@ -108,8 +108,7 @@ def test_student_toc_drops_only_the_teachers_guide(tmp_path):
 
 def test_student_build_has_no_solutions_and_no_guide():
     build, book = BUILD_DIRS[1], BUILD_DIRS[0]
-    if not (build.is_dir() and book.is_dir()):
-        pytest.skip("run `make book` and `make book-student` first")
+    need_dirs(book, build, hint="run `make book` and `make book-student` first")
     assert (book / "book" / "teachers_guide.html").is_file()
     assert not (build / "book" / "teachers_guide.html").exists()
     solution = re.compile(r'class="[^"]*\bsolution\b')
