@@ -236,6 +236,19 @@ class Journal:
         """Mark a generation failed (an exception, not a crash): :func:`resume` skips it."""
         self._set_status(request_id, "failed", error)
 
+    def forget(self, request_id: str) -> None:
+        """Delete a generation and its steps (one transaction), so that its request id can
+        be used again: a service retrying a request that failed."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM steps WHERE request_id = ?", (request_id,))
+            self._db.execute("DELETE FROM generations WHERE request_id = ?", (request_id,))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise RuntimeError(f"journal {self.path}: {exc}") from None
+
     # ------------------------------------------------------------ reading
 
     def unfinished(self) -> list[str]:

@@ -297,8 +297,15 @@ def test_request_id_is_an_idempotency_key(server):
     body = dict(prompt="for i in range(", max_tokens=16, seed=21, request_id="idem-1")
     first = post(server.url, body).json()
     assert first["id"] == "idem-1"
-    retry = post(server.url, {**body, "seed": 22}).json()  # same id: the same generation
+    retry = post(server.url, body).json()  # the same request again: the one generation
     assert retry["choices"] == first["choices"]
+    for changed in ({"seed": 22}, {"prompt": "while "}, {"max_tokens": 17}, {"k": 2}):
+        other = post(server.url, {**body, **changed})  # the same id for another request
+        assert other.status_code == 409, (changed, other.text)
+        assert "idem-1" in other.json()["detail"]
+    unseeded = dict(prompt="x", max_tokens=4, request_id="idem-2")  # gets a random seed
+    assert post(server.url, unseeded).json()["choices"] == \
+        post(server.url, unseeded).json()["choices"]
     looked_up = httpx.get(server.url + "/v1/completions/idem-1", timeout=10)
     assert looked_up.status_code == 200
     assert looked_up.json()["choices"] == first["choices"]

@@ -7,12 +7,32 @@ Endpoints:
   tokens that step accepted, then a last event with the statistics and ``data: [DONE]``.
 - ``GET /v1/completions/{request_id}``: the result of an earlier request by its id, also
   after a restart (from the journal); 404 if unknown, 202 while it is still running.
-- ``GET /metrics``: Prometheus text format. ``GET /health``: the engine thread's state.
+- ``DELETE /v1/completions/{request_id}``: cancel a live request (202; it fails with
+  "cancelled" and keeps its tokens so far); 404 if it is not live.
+- ``GET /metrics``: Prometheus text format.
+- ``GET /health`` (liveness): 200 while the engine thread runs, with ``"status": "ok"`` or
+  ``"degraded"`` (the journal has writes it could not make yet, see
+  :mod:`.persist`); 503 when the engine stopped. ``GET /ready`` (readiness): 200 only when
+  the status is ``"ok"``, else 503, so a load balancer sends new work elsewhere meanwhile.
 
 Errors: 422 names the offending field (pydantic's ``loc``), 413 for a body over
 ``max_body_bytes`` (counted as it arrives, so also for a chunked body that announces no
-length), 429 with ``Retry-After`` when the queue is full, 504 when a request's
-deadline passes (it has the tokens generated so far), 503 when the engine is not running.
+length), 429 with ``Retry-After`` when the queue is full, 409 when the request was
+cancelled or its ``request_id`` was used for a different request, 504 when a request's
+deadline passes (it has the tokens generated so far), 503 when the engine is not running
+or the journal cannot record the request (it was not accepted; retry).
+
+``request_id`` is an idempotency key bound to the request: the same prompt and settings
+(and seed, if one is given) return the one result, live or stored; anything else under
+that id is refused with 409. A request that failed (deadline, cancelled, engine error) runs
+again when it is sent again.
+
+A client that disconnects (streamed or not) cancels its request once no other client waits
+for the same request id: within ``DISCONNECT_POLL_S`` plus one engine step, the request
+leaves the queue or its batch, and its slot and caches are freed.
+
+The journal (SQLite) is never read or written on the event loop: a stalled disk delays
+the requests that wait for it, not ``/health`` or other clients' streams.
 """
 
 from __future__ import annotations
@@ -31,10 +51,12 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from .scheduler import Job, QueueFull, Scheduler, Settings
+from .scheduler import Job, QueueFull, Scheduler, Settings, same_request
 from .schema import CompletionRequest, CompletionResponse
 
 MODEL_NAME = "specdec-lite-gpt"
+#: How often a waiting request checks whether its client is still connected.
+DISCONNECT_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -128,6 +150,16 @@ def response_body(job: Job, tokenizer, created: int) -> dict:
     return out
 
 
+def failure_status(error: str | None) -> int:
+    """The HTTP status of a failed job, by its error: 504 past its deadline, 409 when it
+    was cancelled (by DELETE, or because its client left), else 500."""
+    if error and error.startswith("deadline"):
+        return 504
+    if error and error.startswith("cancelled"):
+        return 409
+    return 500
+
+
 def create_app(config: ServiceConfig, runtime) -> FastAPI:
     """The application over ``runtime`` (:class:`specdec_lite.service.runtime.Runtime`:
     tokenizer, scheduler, journal, metrics), which the app starts and stops with itself."""
@@ -146,10 +178,18 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
     @app.get("/health")
     def health() -> JSONResponse:
         waiting, running = scheduler.load()
-        ok = scheduler.alive
-        return JSONResponse({"status": "ok" if ok else "engine stopped", "waiting": waiting,
-                             "running": running, "steps": scheduler.n_steps},
-                            status_code=200 if ok else 503)
+        status, why = scheduler.health()
+        body = {"status": status, "waiting": waiting, "running": running,
+                "steps": scheduler.n_steps}
+        if why:
+            body["detail"] = why
+        return JSONResponse(body, status_code=503 if status == "engine stopped" else 200)
+
+    @app.get("/ready")
+    def ready() -> JSONResponse:
+        status, why = scheduler.health()
+        return JSONResponse({"ready": status == "ok", "status": status, "detail": why},
+                            status_code=200 if status == "ok" else 503)
 
     @app.get("/metrics")
     def metrics() -> PlainTextResponse:
@@ -166,8 +206,16 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
                                  "completion_tokens": len(job.tokens)}, status_code=202)
         return JSONResponse(response_body(job, tokenizer, int(time.time())))
 
+    @app.delete("/v1/completions/{request_id}")
+    def cancel(request_id: str) -> JSONResponse:
+        job = scheduler.cancel(request_id, "cancelled by DELETE")
+        if job is None:
+            return JSONResponse({"detail": f"no live request with id {request_id!r}"}, 404)
+        return JSONResponse({"id": job.id, "status": "cancelling",
+                             "completion_tokens": len(job.tokens)}, status_code=202)
+
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest):
+    async def completions(body: CompletionRequest, request: Request):
         try:
             prompt_ids = tokenizer.encode(body.prompt)
         except ValueError as exc:  # a character outside the model's alphabet
@@ -188,61 +236,120 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
             return field_error("k", f"medusa has {runtime.n_heads} heads, so k <= "
                                f"{runtime.n_heads}", body.k)
         job_id = body.request_id or f"cmpl-{secrets.token_hex(8)}"
-        earlier = runtime.finished_job(job_id)
-        if earlier is not None:
-            job = earlier
-        else:
-            settings = Settings(method=body.method, k=k, max_new_tokens=body.max_tokens,
-                                temperature=body.temperature,
-                                top_p=None if body.top_p >= 1.0 else body.top_p,
-                                seed=body.seed if body.seed is not None else secrets.randbits(63))
+        settings = Settings(method=body.method, k=k, max_new_tokens=body.max_tokens,
+                            temperature=body.temperature,
+                            top_p=None if body.top_p >= 1.0 else body.top_p,
+                            seed=body.seed if body.seed is not None else secrets.randbits(63))
+        job = None
+        if body.request_id is not None:  # an idempotency key: the same request, once
+            job = scheduler.get(job_id) or await asyncio.to_thread(runtime.finished_job, job_id)
+            if job is not None and not (
+                    same_request(job.settings, settings, body.seed is not None)
+                    and np.array_equal(job.prompt, prompt_ids)):
+                return JSONResponse({"detail": f"request_id {job_id!r} was used for a "
+                                     "different request (prompt or settings)"}, 409)
+            if job is not None and job.status == "failed":
+                # a request that failed (deadline, cancelled, engine error) runs again
+                await asyncio.to_thread(scheduler.forget, job_id)
+                job = None
+        if job is None:
             job = Job(id=job_id, prompt=prompt_ids, settings=settings,
                       deadline=time.monotonic() + config.deadline_s)
             if not scheduler.alive:
                 return JSONResponse({"detail": "the engine is not running"}, 503)
             try:
-                job = scheduler.submit(job)
+                job = await asyncio.to_thread(scheduler.submit, job)
             except QueueFull as full:
                 runtime.metrics.rejected()
                 return JSONResponse({"detail": str(full)}, status_code=429,
                                     headers={"Retry-After": str(full.retry_after_s)})
+            except (RuntimeError, OSError):  # the journal could not record it
+                runtime.metrics.error("journal")
+                return JSONResponse({"detail": "the request could not be journaled, so it "
+                                     "was not accepted; retry"}, status_code=503,
+                                    headers={"Retry-After": "1"})
         created = int(time.time())
+        client = ClientWait(job, request, scheduler)
         if body.stream:
-            return StreamingResponse(stream_events(job, tokenizer, created),
+            return StreamingResponse(stream_events(client, tokenizer, created),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        await wait_finished(job)
+        if not await client.wait_finished():
+            return JSONResponse({"detail": "client disconnected"}, status_code=499)
         out = response_body(job, tokenizer, created)
         if job.status == "failed":
-            status = 504 if job.error and job.error.startswith("deadline") else 500
-            return JSONResponse(out, status_code=status)
+            return JSONResponse(out, status_code=failure_status(job.error))
         return JSONResponse(out)
 
     return app
 
 
-def _wake_on_progress(job: Job) -> asyncio.Event:
-    """An asyncio event set (from the engine thread) whenever ``job`` makes progress."""
-    loop = asyncio.get_running_loop()
-    event = asyncio.Event()
-    job.listeners.append(lambda _job, _new: loop.call_soon_threadsafe(event.set))
-    if job.finished:  # it may have finished before the listener was in place
-        event.set()
-    return event
+class ClientWait:
+    """One client waiting on ``job``: woken (from the engine thread) whenever the job makes
+    progress, and watching its connection. A client that leaves stops listening, and if
+    no other client listens to the job any more, the job is cancelled."""
+
+    def __init__(self, job: Job, request: Request, scheduler: Scheduler) -> None:
+        self.job, self.request, self.scheduler = job, request, scheduler
+        self.event = asyncio.Event()
+        self.gone = False
+        loop = asyncio.get_running_loop()
+        self._listener = lambda _job, _new: loop.call_soon_threadsafe(self.event.set)
+        job.listeners.append(self._listener)
+        if job.finished:  # it may have finished before the listener was in place
+            self.event.set()
+        self._watcher = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while not self.job.finished:
+            await asyncio.sleep(DISCONNECT_POLL_S)
+            if await self.request.is_disconnected():
+                self.close()
+                return
+
+    async def wait(self) -> None:
+        """Until the job makes progress or finishes, or the client leaves."""
+        await self.event.wait()
+        self.event.clear()
+
+    async def wait_finished(self) -> bool:
+        """Until the job finishes (True) or the client leaves (False)."""
+        try:
+            while not self.job.finished and not self.gone:
+                await self.wait()
+            return not self.gone
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop listening (idempotent); cancel the job if it is unfinished and nobody else
+        listens to it."""
+        if self.gone:
+            return
+        self.gone = True
+        self.event.set()
+        if asyncio.current_task() is not self._watcher:
+            self._watcher.cancel()
+        if self._listener in self.job.listeners:
+            self.job.listeners.remove(self._listener)
+        if not self.job.finished and not self.job.listeners:
+            self.scheduler.cancel(self.job.id, "cancelled: the client disconnected")
 
 
-async def wait_finished(job: Job) -> None:
-    event = _wake_on_progress(job)
-    while not job.finished:
-        await event.wait()
-        event.clear()
+async def stream_events(client: ClientWait, tokenizer, created: int):
+    """Server-sent events: one per step with the new text, then the statistics. However
+    the stream ends (finished, the client gone, the server's send failing), the client
+    stops listening, which cancels a request nobody else waits for."""
+    try:
+        async for event in _events(client.job, client, tokenizer, created):
+            yield event
+    finally:
+        client.close()
 
 
-async def stream_events(job: Job, tokenizer, created: int):
-    """Server-sent events: one per step with the new text, then the statistics."""
-    event = _wake_on_progress(job)
+async def _events(job: Job, client: ClientWait, tokenizer, created: int):
     sent = 0
-    while True:
+    while not client.gone:
         finished = job.finished
         tokens = job.tokens[sent:]
         if tokens:
@@ -258,5 +365,4 @@ async def stream_events(job: Job, tokenizer, created: int):
             yield f"data: {json.dumps(last)}\n\n"
             yield "data: [DONE]\n\n"
             return
-        await event.wait()
-        event.clear()
+        await client.wait()

@@ -6,6 +6,14 @@ with the Generator state after it when the step is done, and its end. After ``ki
 a new server on the same data directory reads every request still marked running back
 as a :class:`~.scheduler.Job` with its tokens and Generator state, and the engine continues
 it exactly where it stopped; finished results stay readable by request id.
+
+A journal that cannot be written for a while (the disk stalls, or another process holds the
+file's lock) loses nothing: steps and ends that could not be written wait, in order, in
+memory and are written by the next :meth:`JobJournal.flush`, which the engine thread calls
+each turn while the journal is :attr:`~JobJournal.behind`. Until then a crash would resume a
+request from its last written step, and the same seed and Generator state give the same
+tokens again. Only :meth:`JobJournal.accept` must succeed at once: a request the journal
+could not record is refused (the server answers 503), never silently accepted.
 """
 
 from __future__ import annotations
@@ -27,35 +35,88 @@ def _settings_dict(s: Settings) -> dict:
 
 class JobJournal:
     """One journal file shared by the HTTP side (accept, look up) and the engine thread
-    (steps, ends); calls are serialised by a lock."""
+    (steps, ends); calls are serialised by a lock.
 
-    def __init__(self, path: str | Path) -> None:
-        self.journal = Journal(path)
+    ``busy_timeout_s`` is how long one write waits for a lock held elsewhere before it
+    gives up for now: short, because the engine thread waits with it; what was not
+    written stays pending (see the module).
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 0.25) -> None:
+        self.journal = Journal(path, busy_timeout_s=busy_timeout_s)
         self._lock = threading.Lock()
-        self._n_steps: dict[str, int] = {}
+        self._n_steps: dict[str, int] = {}  # steps written per running job
+        # per job, in order: ("step", step, cause, draft_calls, rng_state) or ("end", error)
+        self._pending: dict[str, list[tuple]] = {}
+        self.last_error: str | None = None
+
+    @property
+    def behind(self) -> int:
+        """How many steps and ends wait to be written (0: the journal is up to date)."""
+        with self._lock:
+            return sum(len(items) for items in self._pending.values())
 
     def accept(self, job: Job) -> None:
+        """Record ``job`` as accepted; raises if the journal cannot (then refuse it)."""
         with self._lock:
             self.journal.begin(job.id, job.prompt, _settings_dict(job.settings),
                                job.settings.seed, np.random.default_rng(job.settings.seed))
 
     def progress(self, job: Job, update: StepUpdate) -> None:
+        """Write the steps of ``update``; raises if they could not be written now (they
+        stay pending). While the journal is behind, nothing is tried here: :meth:`flush`
+        writes everything in order."""
+        cause = "error" if update.n_fallbacks else None
         with self._lock:
-            idx = self._n_steps.get(job.id, 0)
-            cause = "error" if update.n_fallbacks else None
-            for i, step in enumerate(update.steps):
-                self.journal.record_state(job.id, idx + i, step, cause,
-                                          update.n_draft_calls if i == 0 else 0,
-                                          update.rng_state)
-            self._n_steps[job.id] = idx + len(update.steps)
+            items = self._pending.setdefault(job.id, [])
+            items.extend(("step", step, cause, update.n_draft_calls if i == 0 else 0,
+                          update.rng_state) for i, step in enumerate(update.steps))
+            if self.last_error is None:
+                self._write(job.id)
 
     def finish(self, job: Job) -> None:
+        """Write the end of ``job`` (finished, or failed with its error) after its steps."""
         with self._lock:
-            self._n_steps.pop(job.id, None)
-            if job.error:
-                self.journal.fail(job.id, job.error)
-            else:
-                self.journal.finish(job.id)
+            self._pending.setdefault(job.id, []).append(("end", job.error))
+            if self.last_error is None:
+                self._write(job.id)
+
+    def forget(self, job_id: str) -> None:
+        """Drop the finished job ``job_id`` from the journal (to run its request again)."""
+        with self._lock:
+            self._pending.pop(job_id, None)
+            self._n_steps.pop(job_id, None)
+            self.journal.forget(job_id)
+
+    def flush(self) -> None:
+        """Write everything pending, job by job in order; raises at the first write that
+        still fails (the rest stays pending)."""
+        with self._lock:
+            for job_id in list(self._pending):
+                self._write(job_id)
+            self.last_error = None
+
+    def _write(self, job_id: str) -> None:
+        """Write ``job_id``'s pending items in order, each removed once written."""
+        items = self._pending[job_id]
+        try:
+            while items:
+                kind, *args = items[0]
+                if kind == "step":
+                    idx = self._n_steps.get(job_id, 0)
+                    self.journal.record_state(job_id, idx, *args)
+                    self._n_steps[job_id] = idx + 1
+                else:
+                    if args[0]:
+                        self.journal.fail(job_id, args[0])
+                    else:
+                        self.journal.finish(job_id)
+                    self._n_steps.pop(job_id, None)
+                items.pop(0)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            raise
+        del self._pending[job_id]
 
     def load(self, job_id: str, deadline_s: float) -> Job | None:
         """The journaled request ``job_id`` as a Job, or None if the journal lacks it."""

@@ -81,6 +81,14 @@ class StepEngine(Protocol):
     def __len__(self) -> int: ...
 
 
+def same_request(a: Settings, b: Settings, seeded: bool) -> bool:
+    """Whether ``b`` asks for what ``a`` was run with: every setting equal, and the seed
+    too when ``b``'s request named one (an unseeded request gets a random seed)."""
+    fields = ("method", "k", "max_new_tokens", "temperature", "top_p")
+    return (all(getattr(a, f) == getattr(b, f) for f in fields)
+            and (not seeded or a.seed == b.seed))
+
+
 @dataclass
 class Job:
     """One accepted request and everything generated for it so far."""
@@ -135,6 +143,7 @@ class Scheduler:
         self._done: OrderedDict[str, Job] = OrderedDict()  # the latest finished jobs
         self._engines: dict[tuple, StepEngine] = {}
         self._engine_of: dict[str, tuple] = {}
+        self._cancels: dict[str, str] = {}  # job id -> why, for the engine thread to apply
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.n_steps = 0
@@ -144,18 +153,52 @@ class Scheduler:
 
     def submit(self, job: Job, *, force: bool = False) -> Job:
         """Queue ``job`` (or return the live job with the same id). ``force`` skips the
-        queue bound, for jobs resumed from the journal, which were accepted already."""
+        queue bound, for jobs resumed from the journal, which were accepted already.
+
+        The journal records the job before it is queued, outside the scheduler's lock (a
+        slow disk must not stall the engine thread); if it cannot, the job is not accepted
+        and the journal's error is raised."""
         with self._lock:
             known = self._jobs.get(job.id) or self._done.get(job.id)
             if known is not None:
                 return known
-            if not force and len(self._waiting) + len(self._running) >= self.max_queue:
+            if not force and len(self._jobs) >= self.max_queue:
                 raise QueueFull(retry_after_s=1)
-            if self.journal is not None and not force:
+            self._jobs[job.id] = job  # holds its place (and its id) while it is journaled
+        if self.journal is not None and not force:
+            try:
                 self.journal.accept(job)
-            self._jobs[job.id] = job
+            except BaseException:
+                with self._lock:
+                    self._jobs.pop(job.id, None)
+                raise
+        with self._lock:
             self._waiting.append(job)
         return job
+
+    def cancel(self, job_id: str, reason: str = "cancelled") -> Job | None:
+        """Stop the live job ``job_id``: at the engine thread's next turn it leaves the
+        queue or its engine (its batch slot and caches are freed) and fails with
+        ``reason``, keeping the tokens it has. Returns the job, or None if it is not live
+        (unknown, or already finished)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.finished:
+                return None
+            self._cancels.setdefault(job_id, reason)
+            return job
+
+    def forget(self, job_id: str) -> bool:
+        """Drop the failed job ``job_id`` (here and in the journal), so that a request with
+        its id runs again; False (nothing done) unless it failed."""
+        with self._lock:
+            job = self._done.get(job_id)
+            if job is not None and job.status != "failed":
+                return False
+            self._done.pop(job_id, None)
+        if self.journal is not None:
+            self.journal.forget(job_id)
+        return True
 
     def get(self, job_id: str) -> Job | None:
         """The live or recently finished job ``job_id``, if this process has it."""
@@ -196,7 +239,14 @@ class Scheduler:
                 time.sleep(0.1)
 
     def _turn(self) -> None:
-        """One turn of the engine thread: admit, expire, one step per engine."""
+        """One turn of the engine thread: catch the journal up, admit, expire, one step
+        per engine."""
+        if self.journal is not None and self.journal.behind:
+            try:
+                self.journal.flush()
+            except Exception:  # still unwritable: it stays behind, nothing is dropped
+                pass
+        self._apply_cancels()
         self._admit()
         if not self._running:
             time.sleep(self._idle_sleep_s)
@@ -231,6 +281,22 @@ class Scheduler:
                 job.status = "running"
                 self._running[job.id] = job
                 self._engine_of[job.id] = key
+
+    def _apply_cancels(self) -> None:
+        with self._lock:
+            cancels, self._cancels = self._cancels, {}
+            queued = [job for job in self._waiting if job.id in cancels]
+            for job in queued:
+                self._waiting.remove(job)
+            # a job still being journaled is in neither list yet: keep its cancel for later
+            later = set(cancels) - {job.id for job in queued} - set(self._running)
+            self._cancels.update({i: cancels[i] for i in later if i in self._jobs})
+        for job in queued:
+            self._finish(job, cancels[job.id])
+        for job_id, reason in cancels.items():
+            job = self._running.get(job_id)
+            if job is not None:
+                self._retire(job, reason)
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -267,12 +333,34 @@ class Scheduler:
             if self.metrics is not None:
                 self.metrics.sequence_step(job.id, update, len(new), elapsed,
                                            job.settings.method)
-            if self.journal is not None:
-                self.journal.progress(job, update)
+            self._journal(self.journal.progress if self.journal else None, job, update)
             for listener in list(job.listeners):
                 listener(job, new)
             if update.finished or len(job.tokens) >= job.settings.max_new_tokens:
                 self._retire(job, None)
+
+    def _journal(self, write: Callable | None, *args) -> None:
+        """Call a journal write; one that fails leaves the journal behind (its writes
+        wait, in order, for the next flush) and is counted, but never stops the step:
+        every other job of the step still gets its tokens."""
+        if write is None:
+            return
+        try:
+            write(*args)
+        except Exception as exc:
+            self.last_error = f"journal: {type(exc).__name__}: {exc}"
+            if self.metrics is not None:
+                self.metrics.error("journal")
+
+    def health(self) -> tuple[str, str | None]:
+        """("ok" | "degraded" | "engine stopped", why): degraded while the journal has
+        writes it could not make yet."""
+        if not self.alive:
+            return "engine stopped", self.last_error
+        if self.journal is not None and self.journal.behind:
+            return "degraded", f"journal behind by {self.journal.behind} writes: " \
+                               f"{self.journal.last_error}"
+        return "ok", None
 
     def _retire(self, job: Job, error: str | None) -> None:
         key = self._engine_of.pop(job.id, None)
@@ -284,8 +372,7 @@ class Scheduler:
     def _finish(self, job: Job, error: str | None) -> None:
         job.status = "failed" if error else "finished"
         job.error = error
-        if self.journal is not None:
-            self.journal.finish(job)
+        self._journal(self.journal.finish if self.journal else None, job)
         if self.metrics is not None:
             self.metrics.outcome(job)
         for listener in list(job.listeners):

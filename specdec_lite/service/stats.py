@@ -80,7 +80,8 @@ class ServiceMetrics:
                 fallbacks={"error": s["n_fallbacks"]} if s["n_fallbacks"] else {},
                 wall_time_s=time.monotonic() - job.submitted_at))
         else:
-            outcome = "deadline" if job.error.startswith("deadline") else "failed"
+            outcome = ("deadline" if job.error.startswith("deadline") else
+                       "cancelled" if job.error.startswith("cancelled") else "failed")
             self.requests.labels(outcome).inc()
             self.sink.fail(job.id, RuntimeError(job.error))
         self.latency.observe(time.monotonic() - job.submitted_at)

@@ -1,0 +1,190 @@
+"""The service loses nothing when its journal stalls, and frees what a departed client held
+(issue 26), against real server processes on free 127.0.0.1 ports. Every wait is bounded.
+
+- A journal file locked by another connection for a while: every request still gets the
+  tokens of an uninterrupted seeded run; `/health` answers at once and says "degraded"
+  while writes wait, `/ready` is 503 meanwhile; a request that arrives then is refused
+  with 503 (never accepted unrecorded); after the lock the journal catches up, so a server
+  restarted on the same directory returns every result whole.
+- A client that leaves (a stream closed after its first event, a plain request that gave
+  up) cancels its request: the queue and the batch empty within about a second, the
+  outcome is counted as cancelled, and new requests are served, not refused with 429.
+- ``DELETE /v1/completions/{id}`` cancels a live request; its waiting client gets 409.
+- A request that failed (504 past its deadline) runs again when it is sent again, also after
+  a restart with a longer deadline, and gives the uninterrupted run's text.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")  # the serve extra
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from service_helpers import PROMPTS, load_models, metric, reference_text, scrape  # noqa: E402
+
+from specdec_lite.service.launch import start_server  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+TIMEOUT = 60.0
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+def _health(url: str) -> tuple[float, httpx.Response]:
+    start = time.monotonic()
+    reply = httpx.get(url + "/health", timeout=10)
+    return time.monotonic() - start, reply
+
+
+@pytest.fixture(scope="module")
+def models():
+    return load_models()
+
+
+def test_locked_journal_loses_no_token_and_catches_up(tmp_path, models):
+    data_dir = tmp_path / "data"
+    bodies = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=160, temperature=1.0,
+                   method=("draft", "ngram", "plain")[i % 3], k=3, seed=700 + i,
+                   request_id=f"stall-{i}") for i in range(12)]
+    expected = {b["request_id"]: reference_text(models, b) for b in bodies}
+    replies: dict[str, httpx.Response] = {}
+    with start_server(data_dir=data_dir, max_batch=4, log_path=tmp_path / "log") as srv:
+        def send(body):
+            replies[body["request_id"]] = httpx.post(srv.url + "/v1/completions", json=body,
+                                                     timeout=TIMEOUT)
+
+        threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+        for thread in threads:
+            thread.start()
+        # every request accepted (journaled) before the lock, some still to run after it
+        _wait_for(lambda: all(httpx.get(f"{srv.url}/v1/completions/{b['request_id']}",
+                                        timeout=10).status_code in (200, 202)
+                              for b in bodies), 30, "all requests accepted")
+        lock = sqlite3.connect(data_dir / "journal.sqlite3", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the write lock: the server's writes must wait
+        try:
+            states, slowest = set(), 0.0
+            locked_until = time.monotonic() + 2.5
+            while time.monotonic() < locked_until:
+                took, reply = _health(srv.url)
+                slowest = max(slowest, took)
+                assert reply.status_code == 200
+                states.add(reply.json()["status"])
+                if reply.json()["status"] == "degraded":
+                    assert httpx.get(srv.url + "/ready", timeout=10).status_code == 503
+                time.sleep(0.1)
+            start = time.monotonic()
+            refused = httpx.post(srv.url + "/v1/completions", timeout=TIMEOUT,
+                                 json=dict(prompt="x", max_tokens=4, seed=1,
+                                           request_id="while-locked"))
+            refused_after = time.monotonic() - start
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        assert "degraded" in states, states  # the lock did catch writes mid-run
+        assert slowest < 1.0, f"/health took {slowest:.2f} s while the journal was locked"
+        assert refused.status_code == 503 and refused.headers["Retry-After"], refused.text
+        assert refused_after < 2.0
+        for body in bodies:
+            reply = replies[body["request_id"]]
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["text"] == expected[body["request_id"]]
+        _wait_for(lambda: _health(srv.url)[1].json()["status"] == "ok", 10,
+                  "the journal catches up")
+        assert httpx.get(srv.url + "/ready", timeout=10).status_code == 200
+        assert metric(scrape(srv.url), "specdec_requests_total", outcome="finished") == 12
+    # a new server on the same directory reads every result back whole from the journal
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log2") as again:
+        for body in bodies:
+            reply = httpx.get(f"{again.url}/v1/completions/{body['request_id']}", timeout=10)
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["text"] == expected[body["request_id"]]
+        lookup = httpx.get(f"{again.url}/v1/completions/while-locked", timeout=10)
+        assert lookup.status_code == 404  # refused, so never recorded
+
+
+def test_a_client_that_leaves_frees_its_place(tmp_path):
+    body = dict(prompt="import os\n", max_tokens=200, method="plain", temperature=1.0)
+    with start_server(data_dir=tmp_path / "data", max_batch=1, max_queue=2,
+                      log_path=tmp_path / "log") as srv:
+        # a stream read up to its first event, then closed
+        with httpx.stream("POST", srv.url + "/v1/completions", timeout=TIMEOUT,
+                          json={**body, "seed": 1, "stream": True, "request_id": "left-1"}) as r:
+            assert r.status_code == 200
+            next(r.iter_lines())
+        # a plain request whose client gives up after a moment
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(srv.url + "/v1/completions", timeout=httpx.Timeout(10, read=0.3),
+                       json={**body, "seed": 2, "request_id": "left-2"})
+        start = time.monotonic()
+        _wait_for(lambda: _health(srv.url)[1].json()["running"] == 0
+                  and _health(srv.url)[1].json()["waiting"] == 0, 5, "the queue empties")
+        assert time.monotonic() - start < 2.0
+        for request_id in ("left-1", "left-2"):
+            left = httpx.get(f"{srv.url}/v1/completions/{request_id}", timeout=10).json()
+            assert left["error"] == "cancelled: the client disconnected"
+            assert left["usage"]["completion_tokens"] < 200
+        samples = scrape(srv.url)
+        assert metric(samples, "specdec_requests_total", outcome="cancelled") == 2
+        # the two places are free again: a full queue's worth of new requests is served
+        with ThreadPoolExecutor(2) as pool:
+            served = list(pool.map(lambda s: httpx.post(
+                srv.url + "/v1/completions", json={**body, "max_tokens": 20, "seed": s},
+                timeout=TIMEOUT), (3, 4)))
+        assert [r.status_code for r in served] == [200, 200]
+
+
+def test_delete_cancels_a_live_request(tmp_path):
+    with start_server(max_batch=1, log_path=tmp_path / "log") as srv:
+        url = srv.url + "/v1/completions"
+        outcome: dict[str, httpx.Response] = {}
+        waiter = threading.Thread(target=lambda: outcome.setdefault("reply", httpx.post(
+            url, timeout=TIMEOUT, json=dict(prompt="x = ", max_tokens=200, method="plain",
+                                            seed=5, request_id="to-delete"))))
+        waiter.start()
+        _wait_for(lambda: httpx.get(url + "/to-delete", timeout=10).status_code == 202, 10,
+                  "the request runs")
+        cancel = httpx.delete(url + "/to-delete", timeout=10)
+        assert cancel.status_code == 202 and cancel.json()["status"] == "cancelling"
+        waiter.join(TIMEOUT)
+        reply = outcome["reply"]
+        assert reply.status_code == 409, reply.text
+        assert reply.json()["error"] == "cancelled by DELETE"
+        assert reply.json()["usage"]["completion_tokens"] < 200
+        assert httpx.delete(url + "/to-delete", timeout=10).status_code == 404
+        assert httpx.delete(url + "/never-sent", timeout=10).status_code == 404
+
+
+def test_a_failed_request_runs_again_when_retried(tmp_path, models):
+    body = dict(prompt="class Foo(object):\n    ", max_tokens=150, method="plain",
+                temperature=1.0, seed=9, request_id="retry-1")
+    url_of = "{}/v1/completions".format
+    with start_server(data_dir=tmp_path / "data", deadline_s=0.1,
+                      log_path=tmp_path / "log") as short:
+        first = httpx.post(url_of(short.url), json=body, timeout=TIMEOUT)
+        assert first.status_code == 504, first.text
+    with start_server(data_dir=tmp_path / "data", log_path=tmp_path / "log2") as patient:
+        again = httpx.post(url_of(patient.url), json=body, timeout=TIMEOUT)
+        assert again.status_code == 200, again.text
+        assert again.json()["choices"][0]["text"] == reference_text(models, body)
+        stored = httpx.get(f"{url_of(patient.url)}/retry-1", timeout=10)
+        assert stored.status_code == 200 and stored.json()["choices"] == again.json()["choices"]
