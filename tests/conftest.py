@@ -2,3 +2,26 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+# Markers of whole modules, in one place (pyproject.toml registers them; `make test-fast`
+# deselects slow, browser, server and statistical). Single tests carry their own marks.
+MODULE_MARKERS = {
+    "test_browser_live.py": ("browser", "slow"),
+    "test_static_slider_browser.py": ("browser",),
+    "test_service.py": ("server",),
+    "test_service_crash.py": ("server", "slow"),
+    "test_service_trust.py": ("server", "slow"),
+    "test_service_openai.py": ("server",),
+    "test_hf.py": ("torch",),
+    # whole-sequence chi-square and sampled-law tests, sized by their power analyses
+    "test_lossless.py": ("statistical",),
+    "test_sampling_filters.py": ("statistical",),
+    "test_pitfalls.py": ("statistical",),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in MODULE_MARKERS.get(item.path.name, ()):
+            item.add_marker(name)

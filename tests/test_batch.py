@@ -142,6 +142,7 @@ def markov(v: int, seed: int) -> MarkovModel:
 LENGTH, N = 4, 3000
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     ("draft", "k", "temperature", "cuts"),
     [("gpt", 2, 1.0, {}), ("gpt", 3, 0.7, {}), ("markov", 3, 1.0, {}),

@@ -316,6 +316,7 @@ def result() -> dict:
     return bench.run(settings, *tiny_models(), progress=False).to_json()
 
 
+@pytest.mark.slow
 def test_json_schema(result: dict) -> None:
     assert result["schema"] == "specdec_lite.bench/1"
     for key in ("timestamp", "machine", "settings", "models", "cost_curve", "in_run_costs",
@@ -341,6 +342,7 @@ def test_json_schema(result: dict) -> None:
     assert json.loads(json.dumps(result)) == result  # plain JSON types only
 
 
+@pytest.mark.slow
 def test_rows_cover_every_method_measured_and_simulated(result: dict) -> None:
     labels = [r["label"] for r in result["rows"]]
     expected = [m.label for m in bench.build_methods(Settings(ks=(1, 3), trees=(3,)), 2,
@@ -351,6 +353,7 @@ def test_rows_cover_every_method_measured_and_simulated(result: dict) -> None:
     assert len(result["runs"]) == len(expected) * 2 * 2
 
 
+@pytest.mark.slow
 def test_bookkeeping_is_consistent(result: dict) -> None:
     for r in result["rows"]:
         assert r["n_runs"] == 4
@@ -365,6 +368,7 @@ def test_bookkeeping_is_consistent(result: dict) -> None:
     assert spec["tau"] == pytest.approx(16 / spec["target_calls"])
 
 
+@pytest.mark.slow
 def test_reports_label_simulation(result: dict, tmp_path) -> None:
     table = bench.format_table(result)
     assert "SIMULATED accelerator" in table and "bars" in table
@@ -447,6 +451,7 @@ def test_pin_blas_threads_is_recorded() -> None:
         assert bench.machine_info()["blas_threads"]["set at run time"] == "1"
 
 
+@pytest.mark.slow
 def test_ngram_draft_rows(result: dict) -> None:
     rows = [r for r in result["rows"] if r["method"] == "ngram" and not r["simulated"]]
     assert [r["label"] for r in rows] == ["n-gram draft k=1 greedy T=0",

@@ -152,6 +152,7 @@ def test_a_single_cell_is_not_a_test():
         result.passed()
 
 
+@pytest.mark.statistical
 def test_p_values_of_a_correct_sampler_are_uniform():
     """Draw straight from the law: about 10% of the p-values fall below 0.1."""
     target, _, prompt = small_pair()
@@ -186,6 +187,7 @@ def test_chi_square_rejects_a_bad_min_expected():
         chi_square([(0,)], LAW, min_expected=0)
 
 
+@pytest.mark.statistical
 def test_chi_square_has_power_against_a_slightly_wrong_sampler():
     """A sampler 10% of the way to another chain fails at the sample size the tests use."""
     target, draft, prompt = small_pair()

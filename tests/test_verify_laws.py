@@ -96,6 +96,7 @@ def test_threshold_tradeoff_matches_the_laws():
     assert tv[1] > 0.05 and tv[2] == pytest.approx(0.0) and acceptance[2] == 0.0
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(("rule", "params"), RULES[:4])
 def test_sampled_first_tokens_follow_the_law(rule, params):
     n = 20_000

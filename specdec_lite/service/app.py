@@ -9,6 +9,7 @@ Endpoints:
   after a restart (from the journal); 404 if unknown, 202 while it is still running.
 - ``DELETE /v1/completions/{request_id}``: cancel a live request (202; it fails with
   "cancelled" and keeps its tokens so far); 404 if it is not live.
+- ``GET /v1/models``: the one model this server runs, as OpenAI lists models.
 - ``GET /metrics``: Prometheus text format.
 - ``GET /health`` (liveness): 200 while the engine thread runs, with ``"status": "ok"`` or
   ``"degraded"`` (the journal has writes it could not make yet, see
@@ -131,7 +132,7 @@ def response_body(job: Job, tokenizer, created: int) -> dict:
     stats = job.stats
     n_checked = stats["n_checked"]
     calls = stats["n_target_calls"]
-    reason = "error" if job.status == "failed" else "length"
+    reason = "error" if job.status == "failed" else "stop" if job.stopped else "length"
     body = CompletionResponse(
         id=job.id, created=created, model=MODEL_NAME,
         choices=[dict(text=tokenizer.decode(np.asarray(job.tokens, dtype=np.intp)),
@@ -196,6 +197,11 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         text, content_type = runtime.metrics_text()
         return PlainTextResponse(text, media_type=content_type)
 
+    @app.get("/v1/models")
+    def models() -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [
+            {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "specdec_lite"}]})
+
     @app.get("/v1/completions/{request_id}")
     def lookup(request_id: str) -> JSONResponse:
         job = scheduler.get(request_id) or runtime.finished_job(request_id)
@@ -235,11 +241,16 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         if body.method == "medusa" and body.k > runtime.n_heads:
             return field_error("k", f"medusa has {runtime.n_heads} heads, so k <= "
                                f"{runtime.n_heads}", body.k)
+        try:
+            stop = tuple(tuple(int(t) for t in tokenizer.encode(s)) for s in body.stop_strings())
+        except ValueError as exc:
+            return field_error("stop", str(exc), body.stop)
         job_id = body.request_id or f"cmpl-{secrets.token_hex(8)}"
         settings = Settings(method=body.method, k=k, max_new_tokens=body.max_tokens,
                             temperature=body.temperature,
                             top_p=None if body.top_p >= 1.0 else body.top_p,
-                            seed=body.seed if body.seed is not None else secrets.randbits(63))
+                            seed=body.seed if body.seed is not None else secrets.randbits(63),
+                            stop=stop)
         job = None
         if body.request_id is not None:  # an idempotency key: the same request, once
             job = scheduler.get(job_id) or await asyncio.to_thread(runtime.finished_job, job_id)
@@ -271,7 +282,8 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         created = int(time.time())
         client = ClientWait(job, request, scheduler)
         if body.stream:
-            return StreamingResponse(stream_events(client, tokenizer, created),
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            return StreamingResponse(stream_events(client, tokenizer, created, usage),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         if not await client.wait_finished():
@@ -336,22 +348,26 @@ class ClientWait:
             self.scheduler.cancel(self.job.id, "cancelled: the client disconnected")
 
 
-async def stream_events(client: ClientWait, tokenizer, created: int):
-    """Server-sent events: one per step with the new text, then the statistics. However
-    the stream ends (finished, the client gone, the server's send failing), the client
-    stops listening, which cancels a request nobody else waits for."""
+async def stream_events(client: ClientWait, tokenizer, created: int, usage: bool = False):
+    """Server-sent events: one per step with the new text, then the statistics (and, with
+    ``usage``, OpenAI's usage-only chunk). However the stream ends (finished, the client
+    gone, the server's send failing), the client stops listening, which cancels a request
+    nobody else waits for."""
     try:
-        async for event in _events(client.job, client, tokenizer, created):
+        async for event in _events(client.job, client, tokenizer, created, usage):
             yield event
     finally:
         client.close()
 
 
-async def _events(job: Job, client: ClientWait, tokenizer, created: int):
+async def _events(job: Job, client: ClientWait, tokenizer, created: int, usage: bool):
+    # the last tokens that could begin a stop sequence wait until the next step shows
+    # whether one completes (the scheduler cuts the text before it)
+    hold = max((len(s) for s in job.settings.stop), default=1) - 1
     sent = 0
     while not client.gone:
         finished = job.finished
-        tokens = job.tokens[sent:]
+        tokens = job.tokens[sent:] if finished else job.tokens[sent:len(job.tokens) - hold]
         if tokens:
             sent += len(tokens)
             chunk = {"id": job.id, "object": "text_completion", "created": created,
@@ -363,6 +379,10 @@ async def _events(job: Job, client: ClientWait, tokenizer, created: int):
             last = response_body(job, tokenizer, created)
             last["choices"][0]["text"] = ""
             yield f"data: {json.dumps(last)}\n\n"
+            if usage:
+                yield "data: " + json.dumps({"id": job.id, "object": "text_completion",
+                                             "created": created, "model": MODEL_NAME,
+                                             "choices": [], "usage": last["usage"]}) + "\n\n"
             yield "data: [DONE]\n\n"
             return
         await client.wait()

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from ..journal import Entry, Journal
-from .scheduler import Job, Settings, StepUpdate
+from .scheduler import Job, Settings, StepUpdate, stop_cut
 
 
 def _settings_dict(s: Settings) -> dict:
     return dict(method=s.method, k=s.k, max_new_tokens=s.max_new_tokens,
-                temperature=s.temperature, top_p=s.top_p)
+                temperature=s.temperature, top_p=s.top_p, stop=[list(x) for x in s.stop])
 
 
 class JobJournal:
@@ -144,11 +144,15 @@ class JobJournal:
 def _job(entry: Entry, deadline_s: float) -> Job:
     s = entry.settings
     settings = Settings(method=s["method"], k=s["k"], max_new_tokens=s["max_new_tokens"],
-                        temperature=s["temperature"], top_p=s["top_p"], seed=entry.seed)
+                        temperature=s["temperature"], top_p=s["top_p"], seed=entry.seed,
+                        stop=tuple(tuple(x) for x in s.get("stop", ())))
     tokens = [int(t) for t in entry.tokens][: settings.max_new_tokens]
+    cut = stop_cut(tokens, settings.stop)
+    if cut is not None:  # the steps keep every token the last step emitted
+        tokens = tokens[:cut]
     job = Job(id=entry.request_id, prompt=entry.prompt, settings=settings,
               deadline=time.monotonic() + deadline_s, tokens=tokens,
-              rng_state=entry.rng_state if entry.steps else None)
+              rng_state=entry.rng_state if entry.steps else None, stopped=cut is not None)
     steps = entry.steps
     job.stats.update(
         n_target_calls=len(steps), n_draft_calls=entry.draft_calls,

@@ -49,6 +49,22 @@ class Settings:
     temperature: float
     top_p: float | None
     seed: int
+    stop: tuple[tuple[int, ...], ...] = ()  # token sequences that end the text (excluded)
+
+
+def stop_cut(tokens: list[int], stops: tuple[tuple[int, ...], ...], start: int = 0) -> int | None:
+    """Where ``tokens`` must end because a stop sequence begins there: the smallest index
+    ``i >= start`` at which one of ``stops`` occurs whole, or None."""
+    best = None
+    for stop in stops:
+        n = len(stop)
+        for i in range(max(start, 0), len(tokens) - n + 1):
+            if best is not None and i >= best:
+                break
+            if tuple(tokens[i:i + n]) == stop:
+                best = i
+                break
+    return best
 
 
 @dataclass
@@ -84,7 +100,7 @@ class StepEngine(Protocol):
 def same_request(a: Settings, b: Settings, seeded: bool) -> bool:
     """Whether ``b`` asks for what ``a`` was run with: every setting equal, and the seed
     too when ``b``'s request named one (an unseeded request gets a random seed)."""
-    fields = ("method", "k", "max_new_tokens", "temperature", "top_p")
+    fields = ("method", "k", "max_new_tokens", "temperature", "top_p", "stop")
     return (all(getattr(a, f) == getattr(b, f) for f in fields)
             and (not seeded or a.seed == b.seed))
 
@@ -99,6 +115,7 @@ class Job:
     deadline: float  # time.monotonic() after which the job fails with "deadline"
     tokens: list[int] = field(default_factory=list)
     status: str = "queued"  # queued | running | finished | failed
+    stopped: bool = False  # finished at a stop sequence (OpenAI's finish_reason "stop")
     error: str | None = None
     stats: dict[str, int] = field(default_factory=lambda: dict(
         n_target_calls=0, n_draft_calls=0, n_head_calls=0, n_proposed=0, n_accepted=0,
@@ -268,6 +285,9 @@ class Scheduler:
                 job = self._waiting.popleft()
                 if job.finished:
                     continue
+                if job.stopped:  # resumed after its stop sequence was written: it is done
+                    self._finish(job, None)
+                    continue
                 s = job.settings
                 key = (s.method, s.k, s.temperature, s.top_p)
                 engine = self._engines.get(key)
@@ -325,8 +345,9 @@ class Scheduler:
             if job is None:
                 continue
             room = job.settings.max_new_tokens - len(job.tokens)
-            new = [int(t) for t in update.new_tokens[:room]]
-            job.tokens.extend(new)
+            n_before = len(job.tokens)
+            self._append(job, [int(t) for t in update.new_tokens[:room]])
+            new = job.tokens[n_before:]  # what the step added, up to a stop sequence
             for name in job.stats:
                 job.stats[name] += getattr(update, name)
             job.rng_state = update.rng_state
@@ -336,8 +357,27 @@ class Scheduler:
             self._journal(self.journal.progress if self.journal else None, job, update)
             for listener in list(job.listeners):
                 listener(job, new)
-            if update.finished or len(job.tokens) >= job.settings.max_new_tokens:
+            if job.stopped or update.finished or len(job.tokens) >= job.settings.max_new_tokens:
                 self._retire(job, None)
+
+    @staticmethod
+    def _append(job: Job, new: list[int]) -> None:
+        """Add ``new`` to the job's tokens, cut before a stop sequence if one completes.
+        One list operation either way, so a reader on another thread never sees a stop
+        sequence whole (a stream holds back the last few tokens, which may start one)."""
+        stops = job.settings.stop
+        if stops:
+            longest = max(len(s) for s in stops)
+            tokens = job.tokens + new
+            cut = stop_cut(tokens, stops, start=len(job.tokens) - longest + 1)
+            if cut is not None:
+                job.stopped = True
+                if cut < len(job.tokens):
+                    del job.tokens[cut:]
+                else:
+                    job.tokens.extend(tokens[len(job.tokens):cut])
+                return
+        job.tokens.extend(new)
 
     def _journal(self, write: Callable | None, *args) -> None:
         """Call a journal write; one that fails leaves the journal behind (its writes

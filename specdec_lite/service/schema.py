@@ -5,14 +5,18 @@
 ``n=1`` are accepted so such clients work unchanged) plus this project's own: ``method``
 (how tokens are drafted), ``k`` (draft length) and ``request_id`` (an idempotency key: a client
 that retries with the same id gets the same generation, finished, even across a server
-restart). Unknown fields are refused, so a misspelt option is a 422 naming it rather than a
-silently ignored setting. Types are strict: ``"32"``, ``true`` or ``32.0`` is not a
-``max_tokens`` and ``"yes"`` is not a ``stream`` (an integer is still a ``temperature``).
+restart). Of OpenAI's other fields, ``stop`` (a string or up to four; the text ends before
+the first one, with ``finish_reason`` "stop"), ``user`` (accepted, never logged),
+``stream_options.include_usage`` and the defaults ``echo=false`` and ``logprobs=null`` are
+taken; other values of ``echo`` and ``logprobs`` are a 422 naming them. Unknown fields are
+refused, so a misspelt option is a 422 naming it rather than a silently ignored setting.
+Types are strict: ``"32"``, ``true`` or ``32.0`` is not a ``max_tokens`` and ``"yes"`` is
+not a ``stream`` (an integer is still a ``temperature``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +25,15 @@ METHODS = ("plain", "draft", "ngram", "medusa")
 # Largest prompt the API takes, in characters (the tokenizer is one token per character).
 MAX_PROMPT_CHARS = 200
 MAX_NEW_TOKENS = 200
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    include_usage: bool = False
+
+
+StopString = Annotated[str, Field(min_length=1, max_length=32)]
 
 
 class CompletionRequest(BaseModel):
@@ -41,6 +54,16 @@ class CompletionRequest(BaseModel):
                                    pattern=r"^[A-Za-z0-9_.-]+$")
     model: str | None = Field(default=None, max_length=64)
     n: Literal[1] = 1
+    stop: StopString | Annotated[list[StopString], Field(min_length=1, max_length=4)] | None = None
+    user: str | None = Field(default=None, max_length=256)
+    echo: Literal[False] = False
+    logprobs: None = None
+    stream_options: StreamOptions | None = None
+
+    def stop_strings(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
 
 
 class Usage(BaseModel):
