@@ -12,11 +12,16 @@
 - ``DELETE /v1/completions/{id}`` cancels a live request; its waiting client gets 409.
 - A request that failed (504 past its deadline) runs again when it is sent again, also after
   a restart with a longer deadline, and gives the uninterrupted run's text.
+- One server per data directory: a second one exits with one line naming the directory,
+  and the first serves on; the directory is 0700 and its files 0600.
+- ``--api-key``: /v1/* answers 401 without the key; a foreign Host header gets 400; /docs
+  and /openapi.json are off by default.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -122,47 +127,68 @@ def test_locked_journal_loses_no_token_and_catches_up(tmp_path, models):
         assert lookup.status_code == 404  # refused, so never recorded
 
 
+def _keep_busy(url: str, n: int, first: int = 0) -> list[threading.Thread]:
+    """``n`` more clients with 200-token plain requests, running (the engine shares every
+    step among them, so a request beside them takes seconds, not a fraction of one)."""
+    body = dict(prompt="for i in range(", max_tokens=200, method="plain", temperature=1.0)
+    before = _health(url)[1].json()["running"]
+    threads = [threading.Thread(target=httpx.post, args=(url + "/v1/completions",),
+                                kwargs=dict(json={**body, "seed": 100 + i,
+                                                  "request_id": f"busy-{i}"}, timeout=TIMEOUT))
+               for i in range(first, first + n)]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: _health(url)[1].json()["running"] >= before + n, 20,
+              "the busy requests run")
+    return threads
+
+
 def test_a_client_that_leaves_frees_its_place(tmp_path):
     body = dict(prompt="import os\n", max_tokens=200, method="plain", temperature=1.0)
-    with start_server(data_dir=tmp_path / "data", max_batch=1, max_queue=2,
+    with start_server(data_dir=tmp_path / "data", max_batch=6, max_queue=8,
                       log_path=tmp_path / "log") as srv:
-        # a stream read up to its first event, then closed
+        busy = _keep_busy(srv.url, 5)
+        # a running stream, read up to its first event, then closed
         with httpx.stream("POST", srv.url + "/v1/completions", timeout=TIMEOUT,
                           json={**body, "seed": 1, "stream": True, "request_id": "left-1"}) as r:
             assert r.status_code == 200
             next(r.iter_lines())
-        # a plain request whose client gives up after a moment
+        # the batch is full again: a plain request waits in the queue, and its client
+        # gives up after a moment
+        _wait_for(lambda: _health(srv.url)[1].json()["running"] <= 5, 2, "left-1 leaves")
+        busy += _keep_busy(srv.url, 6 - _health(srv.url)[1].json()["running"], first=5)
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(srv.url + "/v1/completions", timeout=httpx.Timeout(10, read=0.3),
+            httpx.post(srv.url + "/v1/completions", timeout=httpx.Timeout(10, read=0.2),
                        json={**body, "seed": 2, "request_id": "left-2"})
-        start = time.monotonic()
-        _wait_for(lambda: _health(srv.url)[1].json()["running"] == 0
-                  and _health(srv.url)[1].json()["waiting"] == 0, 5, "the queue empties")
-        assert time.monotonic() - start < 2.0
-        for request_id in ("left-1", "left-2"):
-            left = httpx.get(f"{srv.url}/v1/completions/{request_id}", timeout=10).json()
+        _wait_for(lambda: _health(srv.url)[1].json()["waiting"] == 0, 2, "left-2 leaves")
+        for thread in busy:
+            thread.join(TIMEOUT)
+        running = httpx.get(f"{srv.url}/v1/completions/left-1", timeout=10).json()
+        queued = httpx.get(f"{srv.url}/v1/completions/left-2", timeout=10).json()
+        for left in (running, queued):
             assert left["error"] == "cancelled: the client disconnected"
-            assert left["usage"]["completion_tokens"] < 200
+        assert 0 < running["usage"]["completion_tokens"] < 200  # stopped mid-run
+        assert queued["usage"]["completion_tokens"] < 200
         samples = scrape(srv.url)
         assert metric(samples, "specdec_requests_total", outcome="cancelled") == 2
-        # the two places are free again: a full queue's worth of new requests is served
-        with ThreadPoolExecutor(2) as pool:
+        # every place is free again: a full queue's worth of new requests is served
+        with ThreadPoolExecutor(8) as pool:
             served = list(pool.map(lambda s: httpx.post(
                 srv.url + "/v1/completions", json={**body, "max_tokens": 20, "seed": s},
-                timeout=TIMEOUT), (3, 4)))
-        assert [r.status_code for r in served] == [200, 200]
+                timeout=TIMEOUT), range(3, 11)))
+        assert [r.status_code for r in served] == [200] * 8
 
 
 def test_delete_cancels_a_live_request(tmp_path):
-    with start_server(max_batch=1, log_path=tmp_path / "log") as srv:
+    with start_server(max_batch=4, log_path=tmp_path / "log") as srv:
         url = srv.url + "/v1/completions"
+        busy = _keep_busy(srv.url, 3)
         outcome: dict[str, httpx.Response] = {}
         waiter = threading.Thread(target=lambda: outcome.setdefault("reply", httpx.post(
             url, timeout=TIMEOUT, json=dict(prompt="x = ", max_tokens=200, method="plain",
                                             seed=5, request_id="to-delete"))))
         waiter.start()
-        _wait_for(lambda: httpx.get(url + "/to-delete", timeout=10).status_code == 202, 10,
-                  "the request runs")
+        _wait_for(lambda: _health(srv.url)[1].json()["running"] == 4, 10, "the request runs")
         cancel = httpx.delete(url + "/to-delete", timeout=10)
         assert cancel.status_code == 202 and cancel.json()["status"] == "cancelling"
         waiter.join(TIMEOUT)
@@ -172,6 +198,8 @@ def test_delete_cancels_a_live_request(tmp_path):
         assert reply.json()["usage"]["completion_tokens"] < 200
         assert httpx.delete(url + "/to-delete", timeout=10).status_code == 404
         assert httpx.delete(url + "/never-sent", timeout=10).status_code == 404
+        for thread in busy:
+            thread.join(TIMEOUT)
 
 
 def test_a_failed_request_runs_again_when_retried(tmp_path, models):
@@ -188,3 +216,43 @@ def test_a_failed_request_runs_again_when_retried(tmp_path, models):
         assert again.json()["choices"][0]["text"] == reference_text(models, body)
         stored = httpx.get(f"{url_of(patient.url)}/retry-1", timeout=10)
         assert stored.status_code == 200 and stored.json()["choices"] == again.json()["choices"]
+
+
+def test_one_server_per_data_directory_and_private_files(tmp_path):
+    data_dir = tmp_path / "data"
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as first:
+        with pytest.raises(RuntimeError) as refused:
+            start_server(data_dir=data_dir, log_path=tmp_path / "log2", timeout_s=30)
+        assert "exit code 2" in str(refused.value)
+        assert f"the data directory {data_dir} is in use by another server" in str(refused.value)
+        reply = httpx.post(first.url + "/v1/completions", timeout=TIMEOUT,
+                           json=dict(prompt="x", max_tokens=8, seed=3))
+        assert reply.status_code == 200
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+        files = sorted(data_dir.iterdir())
+        assert {f.name for f in files} >= {"journal.sqlite3", "journal.sqlite3.lock"}
+        for path in files:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log3"):  # free again
+        pass
+
+
+def test_api_key_hosts_and_docs(tmp_path):
+    key = "s3cret-key"
+    with start_server(log_path=tmp_path / "log", extra_args=("--api-key", key)) as srv:
+        body = dict(prompt="x", max_tokens=4, seed=1)
+        bare = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT)
+        assert bare.status_code == 401
+        wrong = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT,
+                           headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == "Bearer"
+        right = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT,
+                           headers={"Authorization": f"Bearer {key}"})
+        assert right.status_code == 200, right.text
+        assert httpx.get(srv.url + "/health", timeout=10).status_code == 200  # no key needed
+        for path in ("/docs", "/redoc", "/openapi.json"):  # off unless --docs
+            assert httpx.get(srv.url + path, timeout=10).status_code == 404, path
+        foreign = httpx.get(srv.url + "/health", timeout=10, headers={"Host": "evil.example"})
+        assert foreign.status_code == 400
+        local = httpx.get(srv.url.replace("127.0.0.1", "localhost") + "/health", timeout=10)
+        assert local.status_code == 200

@@ -39,6 +39,7 @@ the requests that wait for it, not ``/health`` or other clients' streams.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import math
 import secrets
@@ -51,13 +52,14 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from .scheduler import Job, QueueFull, Scheduler, Settings, same_request
 from .schema import CompletionRequest, CompletionResponse
 
 MODEL_NAME = "specdec-lite-gpt"
 #: How often a waiting request checks whether its client is still connected.
-DISCONNECT_POLL_S = 0.2
+DISCONNECT_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class ServiceConfig:
     max_queue: int = 64
     deadline_s: float = 60.0
     max_body_bytes: int = 16_384
+    api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <key>"
+    allowed_hosts: tuple[str, ...] = ("*",)  # Host header values answered; others get 400
+    docs: bool = False  # serve /docs, /redoc and /openapi.json
 
 
 def _finite(value: object) -> object:
@@ -127,6 +132,25 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
+class ApiKey:
+    """ASGI middleware: every ``/v1/`` path needs ``Authorization: Bearer <key>`` (401
+    otherwise, compared in constant time); health, readiness and metrics stay open to the
+    machine's own monitoring."""
+
+    def __init__(self, app, key: str) -> None:
+        self.app, self.expected = app, f"Bearer {key}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                reply = JSONResponse({"detail": "missing or wrong API key"}, status_code=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
+                await reply(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def response_body(job: Job, tokenizer, created: int) -> dict:
     """The JSON body of a finished (or failed) job."""
     stats = job.stats
@@ -164,11 +188,16 @@ def failure_status(error: str | None) -> int:
 def create_app(config: ServiceConfig, runtime) -> FastAPI:
     """The application over ``runtime`` (:class:`specdec_lite.service.runtime.Runtime`:
     tokenizer, scheduler, journal, metrics), which the app starts and stops with itself."""
-    app = FastAPI(title="specdec_lite", version="1", lifespan=runtime.lifespan)
+    docs = {} if config.docs else dict(docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="specdec_lite", version="1", lifespan=runtime.lifespan, **docs)
     scheduler: Scheduler = runtime.scheduler
     tokenizer = runtime.tokenizer
 
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.api_key:
+        app.add_middleware(ApiKey, key=config.api_key)
+    if tuple(config.allowed_hosts) != ("*",):
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(config.allowed_hosts))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

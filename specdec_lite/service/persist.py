@@ -18,6 +18,8 @@ could not record is refused (the server answers 503), never silently accepted.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 from pathlib import Path
@@ -42,8 +44,15 @@ class JobJournal:
     written stays pending (see the module).
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 0.25) -> None:
-        self.journal = Journal(path, busy_timeout_s=busy_timeout_s)
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 0.25,
+                 synchronous: str = "NORMAL") -> None:
+        self._owner = _own(Path(path))
+        try:
+            self.journal = Journal(path, busy_timeout_s=busy_timeout_s,
+                                   synchronous=synchronous)
+        except BaseException:
+            os.close(self._owner)
+            raise
         self._lock = threading.Lock()
         self._n_steps: dict[str, int] = {}  # steps written per running job
         # per job, in order: ("step", step, cause, draft_calls, rng_state) or ("end", error)
@@ -139,6 +148,27 @@ class JobJournal:
     def close(self) -> None:
         with self._lock:
             self.journal.close()
+            if self._owner is not None:
+                os.close(self._owner)  # releases the lock
+                self._owner = None
+
+
+def _own(journal: Path) -> int:
+    """Take the journal's owner lock (``<journal>.lock``, an exclusive ``flock`` held while
+    the descriptor it returns is open): one server per data directory. A second one would
+    resume the first one's running jobs; it is refused instead, naming the directory."""
+    lock_path = journal.with_name(journal.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise ValueError(f"the data directory {journal.parent} is in use by another server "
+                         f"(process {holder}); give each server its own --data-dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
 
 
 def _job(entry: Entry, deadline_s: float) -> Job:

@@ -22,14 +22,16 @@ class Runtime:
     """Models, scheduler, journal and metrics of one server process."""
 
     def __init__(self, *, data_dir: str | Path | None, max_batch: int, max_queue: int,
-                 deadline_s: float, factory: EngineFactory | None = None) -> None:
+                 deadline_s: float, factory: EngineFactory | None = None,
+                 journal_sync: str = "NORMAL") -> None:
         self.factory = factory or EngineFactory.shipped()
         self.tokenizer = self.factory.tokenizer
         self.max_len = self.factory.max_len
         self.n_heads = self.factory.n_heads
         self.deadline_s = deadline_s
         self.metrics = ServiceMetrics()
-        self.journal = JobJournal(Path(data_dir) / "journal.sqlite3") if data_dir else None
+        self.journal = (JobJournal(Path(data_dir) / "journal.sqlite3", synchronous=journal_sync)
+                        if data_dir else None)
         self.scheduler = Scheduler(self.factory.make_engine, max_batch=max_batch,
                                    max_queue=max_queue, journal=self.journal,
                                    metrics=self.metrics)

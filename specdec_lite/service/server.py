@@ -2,8 +2,14 @@
 
 The journal is on by default, in ``--data-dir`` (``./specdec_data``): a server killed with
 ``kill -9`` and started again on the same directory finishes every request it had
-accepted. ``--no-journal`` turns it off. Bad arguments print one line and exit 2, before
-any model is loaded.
+accepted. ``--no-journal`` turns it off. One server owns a data directory at a time (a
+second one exits, naming it), and what it writes there is readable by its user only.
+
+By default the server answers only Host headers naming this machine (``--allowed-hosts``),
+needs no key (``--api-key`` or ``SPECDEC_API_KEY`` sets one for ``/v1/*``), serves no
+``/docs`` (``--docs``), holds at most ``--max-concurrency`` connections, and a SIGTERM
+waits up to ``--shutdown-timeout`` seconds for requests in flight. Bad arguments print one
+line and exit 2, before any model is loaded.
 """
 
 from __future__ import annotations
@@ -49,17 +55,33 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
                    help="jobs held (running + waiting) before answering 429")
     p.add_argument("--deadline", type=_bounded(0.1, 3600.0, float), default=60.0,
                    help="seconds a request may take before it fails with 504")
+    p.add_argument("--journal-sync", choices=("NORMAL", "FULL"), default="NORMAL",
+                   help="SQLite's synchronous mode for the journal: NORMAL (default) keeps "
+                        "every request through a crash of the server; FULL also through a "
+                        "power loss, at a cost per step")
+    p.add_argument("--api-key", default=os.environ.get("SPECDEC_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' on /v1/* (default: the "
+                        "SPECDEC_API_KEY environment variable; none: no key)")
+    p.add_argument("--allowed-hosts", default="127.0.0.1,localhost,[::1]",
+                   help="comma-separated Host header values to answer, others get 400 "
+                        "(default: this machine's names; '*' for any)")
+    p.add_argument("--max-concurrency", type=_bounded(1, 100_000), default=256,
+                   help="open connections before answering 503 (default 256)")
+    p.add_argument("--shutdown-timeout", type=_bounded(0.0, 3600.0, float), default=30.0,
+                   help="seconds a SIGTERM waits for requests in flight (default 30)")
+    p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                    default="warning")
     return p
 
 
 def check_data_dir(path: str) -> Path:
-    """The journal directory, created if missing; one clear error if it is unusable."""
+    """The journal directory, created if missing (readable by this user only, 0700); one
+    clear error if it is unusable."""
     data_dir = Path(path)
     if data_dir.exists() and not data_dir.is_dir():
         raise ValueError(f"--data-dir {path} exists and is not a directory")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not os.access(data_dir, os.W_OK):
         raise ValueError(f"--data-dir {path} is not writable")
     return data_dir
@@ -82,6 +104,8 @@ def configure_logging(level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # the journal holds prompts and outputs: every file the server makes is its user's only
+    os.umask(0o077)
     try:
         data_dir = None if args.no_journal else check_data_dir(args.data_dir)
     except (ValueError, OSError) as exc:
@@ -96,18 +120,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specdec_lite serve: error: {exc.name} is not installed; install the serve "
               "extra: pip install 'specdec_lite[serve]'", file=sys.stderr)
         return 2
+    hosts = tuple(h.strip() for h in args.allowed_hosts.split(",") if h.strip())
+    if args.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::") \
+            and hosts != ("*",):
+        hosts += (args.host,)
     config = ServiceConfig(data_dir=data_dir, max_batch=args.max_batch,
-                           max_queue=args.max_queue, deadline_s=args.deadline)
+                           max_queue=args.max_queue, deadline_s=args.deadline,
+                           api_key=args.api_key or None, allowed_hosts=hosts or ("*",),
+                           docs=args.docs)
     try:
         runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch,
-                          max_queue=args.max_queue, deadline_s=args.deadline)
+                          max_queue=args.max_queue, deadline_s=args.deadline,
+                          journal_sync=args.journal_sync)
     except ValueError as exc:  # e.g. a corrupt or foreign journal file
         print(f"specdec_lite serve: error: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level)
     app = create_app(config, runtime)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                access_log=False)
+                access_log=False, limit_concurrency=args.max_concurrency,
+                timeout_graceful_shutdown=args.shutdown_timeout)
     return 0
 
 
