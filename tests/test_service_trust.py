@@ -16,6 +16,8 @@
   and the first serves on; the directory is 0700 and its files 0600.
 - ``--api-key``: /v1/* answers 401 without the key; a foreign Host header gets 400; /docs
   and /openapi.json are off by default.
+- A journal row that cannot be read is set aside at start (counted in /health), not fatal:
+  the other unfinished requests resume and finish.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")  # the serve extra
@@ -35,6 +38,7 @@ pytest.importorskip("prometheus_client")
 
 from service_helpers import PROMPTS, load_models, metric, reference_text, scrape  # noqa: E402
 
+from specdec_lite.journal import Journal  # noqa: E402
 from specdec_lite.service.launch import start_server  # noqa: E402
 
 pytestmark = pytest.mark.server
@@ -256,3 +260,27 @@ def test_api_key_hosts_and_docs(tmp_path):
         assert foreign.status_code == 400
         local = httpx.get(srv.url.replace("127.0.0.1", "localhost") + "/health", timeout=10)
         assert local.status_code == 200
+
+
+def test_an_unreadable_journal_row_is_set_aside_not_fatal(tmp_path, models):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    body = dict(prompt="import os\n", max_tokens=40, method="draft", k=3, temperature=1.0,
+                seed=31)
+    settings = dict(method="draft", k=3, max_new_tokens=40, temperature=1.0, top_p=None,
+                    stop=[])
+    prompt = models.tokenizer.encode(body["prompt"])
+    with Journal(data_dir / "journal.sqlite3") as journal:  # as a killed server left it
+        for request_id in ("good", "damaged"):
+            journal.begin(request_id, prompt, settings, 31, np.random.default_rng(31))
+    with sqlite3.connect(data_dir / "journal.sqlite3") as db:
+        db.execute("UPDATE generations SET prompt = 'not json' WHERE request_id = 'damaged'")
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as srv:
+        health = httpx.get(srv.url + "/health", timeout=10).json()
+        assert health["set_aside"] == 1 and health["resumed"] == 1, health
+        good = _wait_for(lambda: (r := httpx.get(f"{srv.url}/v1/completions/good",
+                                                 timeout=10)).status_code == 200 and r, 30,
+                         "the readable request finishes")
+        assert good.json()["choices"][0]["text"] == reference_text(models, body)
+        damaged = httpx.get(f"{srv.url}/v1/completions/damaged", timeout=10)
+        assert damaged.status_code == 404

@@ -210,7 +210,9 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         waiting, running = scheduler.load()
         status, why = scheduler.health()
         body = {"status": status, "waiting": waiting, "running": running,
-                "steps": scheduler.n_steps}
+                "steps": scheduler.n_steps, "resumed": runtime.n_resumed}
+        if runtime.journal is not None and runtime.journal.set_aside:
+            body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if why:
             body["detail"] = why
         return JSONResponse(body, status_code=503 if status == "engine stopped" else 200)

@@ -58,6 +58,7 @@ class JobJournal:
         # per job, in order: ("step", step, cause, draft_calls, rng_state) or ("end", error)
         self._pending: dict[str, list[tuple]] = {}
         self.last_error: str | None = None
+        self.set_aside: list[str] = []  # unfinished rows :meth:`unfinished` could not read
 
     @property
     def behind(self) -> int:
@@ -128,21 +129,30 @@ class JobJournal:
         del self._pending[job_id]
 
     def load(self, job_id: str, deadline_s: float) -> Job | None:
-        """The journaled request ``job_id`` as a Job, or None if the journal lacks it."""
+        """The journaled request ``job_id`` as a Job, or None if the journal lacks it or
+        cannot read it."""
         with self._lock:
             try:
-                entry = self.journal.load(job_id)
-            except KeyError:
+                return _job(self.journal.load(job_id), deadline_s)
+            except (KeyError, TypeError, ValueError):
                 return None
-        return _job(entry, deadline_s)
 
     def unfinished(self, deadline_s: float) -> list[Job]:
-        """Every accepted request not yet finished, oldest first, ready to continue."""
+        """Every accepted request not yet finished, oldest first, ready to continue. A row
+        that cannot be read (damaged) does not stop the others: it is marked failed with
+        the reason and its id is added to :attr:`set_aside`."""
+        jobs = []
         with self._lock:
-            entries = [self.journal.load(i) for i in self.journal.unfinished()]
-        jobs = [_job(e, deadline_s) for e in entries]
-        for job, entry in zip(jobs, entries, strict=True):
-            self._n_steps[job.id] = len(entry.steps)
+            for job_id in self.journal.unfinished():
+                try:
+                    entry = self.journal.load(job_id)
+                    job = _job(entry, deadline_s)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.set_aside.append(job_id)
+                    self.journal.fail(job_id, f"set aside at start: {exc}"[:500])
+                    continue
+                self._n_steps[job.id] = len(entry.steps)
+                jobs.append(job)
         return jobs
 
     def close(self) -> None:
