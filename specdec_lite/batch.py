@@ -70,6 +70,33 @@ from .models import check_model
 from .verify import Verification, check_rule, verify_checked
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How one sequence draws its tokens: ``temperature``, then ``top_k``, then ``top_p``
+    on both models' rows (p = target, q = draft). At ``temperature`` 0 decoding is greedy
+    and the cuts do nothing, so they are dropped. Build it with :meth:`checked`."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    @classmethod
+    def checked(cls, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None) -> Sampling:
+        """Validated settings; a bad value raises ``TypeError``/``ValueError`` naming it."""
+        temperature = check_temperature(temperature)
+        top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+        return cls(temperature) if temperature == 0 else cls(temperature, top_k, top_p)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def warp(self, rows: np.ndarray) -> np.ndarray:  # [n, V] at temperature -> [n, V]
+        """Rows already at this temperature, with the top-k / top-p cuts applied."""
+        return truncate(rows, self.top_k, self.top_p)
+
+
 @dataclass
 class SequenceState:
     """One sequence of a batch: its request, its own Generator and what it has emitted.
@@ -88,6 +115,7 @@ class SequenceState:
     done: bool = False
     started: float = 0.0
     n_fallbacks: int = 0  # steps decoded plainly because verification failed or was refused
+    sampling: Sampling = Sampling()  # this sequence's own temperature and cuts
 
     @property
     def n_new(self) -> int:
@@ -100,6 +128,8 @@ class SequenceState:
                 "tokens": self.context[len(self.prompt):].tolist(),
                 "max_new_tokens": self.max_new_tokens, "eos_id": self.eos_id,
                 "rng_state": self.rng.bit_generator.state,
+                "sampling": {"temperature": self.sampling.temperature,
+                             "top_k": self.sampling.top_k, "top_p": self.sampling.top_p},
                 "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,
                 "steps": [[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
                           for s in g.steps]}
@@ -142,9 +172,10 @@ class BatchEngine:
             raise ValueError(f"k={k} needs a draft model (draft is None)")
         self.target, self.draft = target, (draft if k > 0 else None)
         self.k = k
-        self.temperature = check_temperature(temperature)
-        top_k, top_p = check_top_k(top_k), check_top_p(top_p)
-        self.top_k, self.top_p = (None, None) if self.temperature == 0 else (top_k, top_p)
+        # the default of every sequence; each may bring its own (``add(sampling=...)``)
+        self.sampling = Sampling.checked(temperature, top_k, top_p)
+        self.temperature = self.sampling.temperature
+        self.top_k, self.top_p = self.sampling.top_k, self.sampling.top_p
         self.rule, self.params = rule, check_rule(rule, rule_params)
         self.max_batch = check_int(max_batch, "max_batch", 1)
         self._target_rows = batch_rows(target, "target", self.max_batch)
@@ -172,20 +203,25 @@ class BatchEngine:
 
     def add(self, prompt: object, *, max_new_tokens: int,
             seed: int | np.random.Generator | None = None, eos_id: int | None = None,
-            request_id: object = None) -> object:
+            request_id: object = None, sampling: Sampling | None = None) -> object:
         """Queue a request; it joins the batch at the next :meth:`step`. Returns its id
         (``request_id``, or 0, 1, 2 ... in order of arrival).
 
-        The sequence draws every random number from its own Generator, ``seed``. A run
-        that would pass a model's window (``max_len``) is refused here, with a
-        ``ValueError`` naming ``max_new_tokens``.
+        The sequence draws every random number from its own Generator, ``seed``, with its
+        own ``sampling`` (:class:`Sampling`; default: the engine's), so requests with
+        different temperatures and cuts share every step. A run that would pass a
+        model's window (``max_len``) is refused here, with a ``ValueError`` naming
+        ``max_new_tokens``.
         """
+        if sampling is not None and not isinstance(sampling, Sampling):
+            raise TypeError(f"sampling must be a Sampling, got {type(sampling).__name__}")
         prompt = check_prompt(prompt, self.vocab)
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
         self._check_window(len(prompt), max_new_tokens)
         state = SequenceState(self._new_id(request_id), prompt, max_new_tokens,
                               check_eos(eos_id, self.vocab), as_generator(seed),
-                              Generation(tokens=np.zeros(0, np.int64), prompt=prompt), prompt)
+                              Generation(tokens=np.zeros(0, np.int64), prompt=prompt), prompt,
+                              sampling=sampling or self.sampling)
         self.waiting.append(state)
         return state.request_id
 
@@ -213,9 +249,13 @@ class BatchEngine:
                                 for p, n, e, x in snapshot.get("steps", [])],
                          n_target_calls=snapshot.get("n_target_calls", 0),
                          n_draft_calls=snapshot.get("n_draft_calls", 0))
+        sampling = snapshot.get("sampling")
+        if sampling is not None and not isinstance(sampling, dict):
+            raise TypeError(f"snapshot sampling must be a dict, got {type(sampling).__name__}")
         state = SequenceState(self._new_id(snapshot["request_id"]), prompt, max_new_tokens,
                               check_eos(snapshot["eos_id"], self.vocab), rng, gen,
-                              np.concatenate([prompt, tokens]))
+                              np.concatenate([prompt, tokens]),
+                              sampling=Sampling.checked(**sampling) if sampling else self.sampling)
         self.waiting.append(state)
         return state.request_id
 
@@ -358,17 +398,18 @@ class BatchEngine:
         ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
                for s, k in zip(states, k_steps, strict=True)]
         q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
-        greedy = self.temperature == 0
+        temperatures = [s.sampling.temperature for s in states]
         for i in range(max(k_steps, default=0)):
             contexts = [c[: len(s.context) + i] if i < k else None
                         for s, c, k in zip(states, ctx, k_steps, strict=True)]
-            rows = self._draft_rows.rows(contexts, [1] * len(states), self.temperature)
+            rows = self._draft_rows.rows(contexts, [1] * len(states), temperatures)
             for s, c, q_b, row in zip(states, ctx, q, rows, strict=True):
                 if row is None:
                     continue
-                q_b[i] = truncate(row[0], self.top_k, self.top_p)  # [V]
+                q_b[i] = s.sampling.warp(row[0])  # [V]
                 s.gen.n_draft_calls += 1
-                c[len(s.context) + i] = int(q_b[i].argmax()) if greedy else sample(q_b[i], s.rng)
+                c[len(s.context) + i] = (int(q_b[i].argmax()) if s.sampling.greedy
+                                         else sample(q_b[i], s.rng))
         return [Proposal(s, c[len(s.context):], q_b)
                 for s, c, q_b in zip(states, ctx, q, strict=True)]
 
@@ -381,13 +422,14 @@ class BatchEngine:
         """
         contexts = [np.concatenate([p.state.context, p.drafted]) for p in proposals]
         rows = self._target_rows.rows(contexts, [len(p.drafted) + 1 for p in proposals],
-                                      self.temperature)
+                                      [p.state.sampling.temperature for p in proposals])
         out = []
         for p, row in zip(proposals, rows, strict=True):
-            target_probs = truncate(row, self.top_k, self.top_p)  # [k_b + 1, V]
+            target_probs = p.state.sampling.warp(row)  # [k_b + 1, V]
             if self.draft is None:
                 dist = target_probs[0]
-                token = int(dist.argmax()) if self.temperature == 0 else sample(dist, p.state.rng)
+                token = (int(dist.argmax()) if p.state.sampling.greedy
+                         else sample(dist, p.state.rng))
                 out.append(Verification(np.array([token], np.int64), 0, "sample"))
             else:
                 out.append(verify_checked(p.drafted, p.q, target_probs, p.state.rng, self.rule,

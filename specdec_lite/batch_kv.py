@@ -154,9 +154,10 @@ class GPTRows:
         self.cache.remove(slot)
 
     def rows(self, contexts: list[np.ndarray | None], n_rows: list[int],
-             temperature: float) -> list[np.ndarray | None]:
+             temperatures: float | list[float]) -> list[np.ndarray | None]:
         """For each active slot b, the last ``n_rows[b]`` rows [n_rows[b], V] after
-        ``contexts[b]`` at ``temperature``; None for a slot whose context is None.
+        ``contexts[b]`` at ``temperatures[b]`` (one number: the same for all); None for a
+        slot whose context is None.
 
         Each slot keeps the prefix it shares with its context and forwards the rest, as
         ``TransformerModel.last_probs`` does for one sequence.
@@ -178,13 +179,13 @@ class GPTRows:
         if max(len(block) for block in blocks) > 0:
             forward_batch(self.model, cache, 0, blocks)
         out = []
-        for slot, (ctx, n) in enumerate(zip(contexts, n_rows, strict=True)):
+        temperatures = per_slot(temperatures, len(contexts))
+        for slot, (ctx, n, t) in enumerate(zip(contexts, n_rows, temperatures, strict=True)):
             if ctx is None:
                 out.append(None)
                 continue
             end = len(ctx)
-            out.append(self.model.rows_from_logits(cache.logits[slot, end - n : end],
-                                                   temperature))
+            out.append(self.model.rows_from_logits(cache.logits[slot, end - n : end], t))
         return out
 
 
@@ -201,9 +202,17 @@ class ModelRows:
         pass
 
     def rows(self, contexts: list[np.ndarray | None], n_rows: list[int],
-             temperature: float) -> list[np.ndarray | None]:
-        return [None if ctx is None else model_rows(self.model, ctx, n, self.name, temperature)
-                for ctx, n in zip(contexts, n_rows, strict=True)]
+             temperatures: float | list[float]) -> list[np.ndarray | None]:
+        temperatures = per_slot(temperatures, len(contexts))
+        return [None if ctx is None else model_rows(self.model, ctx, n, self.name, t)
+                for ctx, n, t in zip(contexts, n_rows, temperatures, strict=True)]
+
+
+def per_slot(temperatures: float | list[float], n: int) -> list[float]:
+    """One temperature per slot: a list as it is, one number repeated ``n`` times."""
+    if isinstance(temperatures, list | tuple):
+        return list(temperatures)
+    return [temperatures] * n
 
 
 def batch_rows(model: object, name: str, slots: int) -> GPTRows | ModelRows:

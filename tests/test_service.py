@@ -512,8 +512,9 @@ def test_alpha_is_accepted_over_checked(server, models):
 
 
 def test_idle_engines_are_dropped(models):
-    """Each (method, k, temperature, top_p) group gets an engine holding caches for a
-    whole batch; distinct temperatures must not pile them up."""
+    """Each Medusa (k, temperature, top_p) group gets an engine of its own; distinct
+    temperatures must not pile them up. (The batched methods share one engine per
+    (method, k) whatever the temperature: see the next test.)"""
     import gc
     import weakref
 
@@ -534,7 +535,7 @@ def test_idle_engines_are_dropped(models):
     try:
         for i in range(10):
             job = Job(id=f"t{i}", prompt=models.tokenizer.encode("a = "),
-                      settings=Settings("draft", 4, 3, 0.5 + i / 100, None, i),
+                      settings=Settings("medusa", 3, 3, 0.5 + i / 100, None, i),
                       deadline=time.monotonic() + TIMEOUT)
             scheduler.submit(job)
             assert job.done.wait(TIMEOUT) and job.status == "finished"
@@ -543,6 +544,26 @@ def test_idle_engines_are_dropped(models):
         scheduler.stop()
     gc.collect()
     assert len(made) <= 5  # the four newest idle ones (and at most one in hand)
+
+
+def test_requests_with_different_sampling_share_engine_steps(tmp_path, models):
+    """Eight concurrent requests, each with its own temperature and top-p, are decoded in
+    shared steps (the batch-size histogram shows batches of several) and each gets the
+    tokens of its own solo run."""
+    bodies = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=60, method=method, k=3,
+                   temperature=[0.0, 0.5, 0.8, 1.0, 1.3, 0.7, 1.1, 0.9][i],
+                   top_p=[1.0, 0.9, 1.0, 0.8, 1.0, 0.95, 1.0, 0.7][i], seed=40 + i)
+              for i, method in enumerate(["draft"] * 4 + ["ngram"] * 2 + ["plain"] * 2)]
+    with start_server(max_batch=8, log_path=tmp_path / "log") as srv:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            replies = list(pool.map(lambda b: post(srv.url, b), bodies))
+        for body, reply in zip(bodies, replies, strict=True):
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["text"] == reference_text(models, body)
+        samples = scrape(srv.url)
+    steps = metric(samples, "specdec_batch_size_count")
+    rows = metric(samples, "specdec_batch_size_sum")
+    assert rows / steps > 1.5, (rows, steps)  # one engine per (method, k): rows share steps
 
 
 def test_batch_engine_forgets_a_cancelled_or_finished_id(models):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..batch import BatchEngine
+from ..batch import BatchEngine, Sampling
 from ..breaker import CircuitBreaker
 from ..decode import Step
 from ..medusa import chain_tree, medusa_generate
@@ -51,13 +51,15 @@ class BatchStepEngine:
 
     def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
             rng_state: dict | None) -> None:
+        sampling = dict(temperature=settings.temperature, top_p=settings.top_p)
         if rng_state is None:
             self.engine.add(prompt, max_new_tokens=settings.max_new_tokens,
-                            seed=settings.seed, request_id=key)
+                            seed=settings.seed, request_id=key,
+                            sampling=Sampling.checked(**sampling))
         else:  # resumed from the journal: continue from its tokens and Generator state
             self.engine.resume(dict(request_id=key, prompt=prompt.tolist(), tokens=tokens,
                                     max_new_tokens=settings.max_new_tokens, eos_id=None,
-                                    rng_state=rng_state))
+                                    rng_state=rng_state, sampling=sampling))
 
     def remove(self, key: str) -> None:
         self.engine.cancel(key)

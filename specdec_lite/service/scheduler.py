@@ -12,8 +12,10 @@ The HTTP layer never touches the models: it calls :meth:`Scheduler.submit` (whic
 with :class:`QueueFull` past ``max_queue`` jobs, so the server can answer 429), and reads a
 job's progress from :class:`Job` through a listener callback.
 
-Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per ``(method, k,
-temperature, top_p)`` group, so sequences decoded the same way share a target forward.
+Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per :func:`engine_key`:
+``(method, k)`` for the batched methods, whose engine carries each sequence's own
+temperature and top-p, so requests with different sampling settings share every target
+forward; Medusa's engine still takes one ``(temperature, top_p)`` per engine.
 An engine holds its caches for a whole batch, so idle ones are dropped (all but the
 ``max_idle_engines`` newest): clients sending many distinct temperatures must not make
 the server hold one engine for each.
@@ -95,6 +97,14 @@ class StepEngine(Protocol):
     def step(self) -> dict[str, StepUpdate]: ...
 
     def __len__(self) -> int: ...
+
+
+def engine_key(s: Settings) -> tuple:
+    """The engine a job joins: one per (method, k), and for Medusa per sampling settings too
+    (its engine decodes with one temperature and top-p)."""
+    if s.method == "medusa":
+        return (s.method, s.k, s.temperature, s.top_p)
+    return (s.method, s.k)
 
 
 def same_request(a: Settings, b: Settings, seeded: bool) -> bool:
@@ -289,10 +299,11 @@ class Scheduler:
                     self._finish(job, None)
                     continue
                 s = job.settings
-                key = (s.method, s.k, s.temperature, s.top_p)
+                key = engine_key(s)
                 engine = self._engines.get(key)
                 if engine is None:
-                    engine = self._engines[key] = self._make_engine(*key, self.max_batch)
+                    engine = self._engines[key] = self._make_engine(
+                        s.method, s.k, s.temperature, s.top_p, self.max_batch)
                 try:
                     engine.add(job.id, job.prompt, list(job.tokens), s, job.rng_state)
                 except Exception as exc:  # a job the engine refuses fails alone
