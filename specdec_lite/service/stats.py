@@ -4,7 +4,10 @@ The engine series (tokens, target and draft calls, accepted tokens per step, ste
 fallbacks and errors by cause, batch size) come from
 :class:`specdec_lite.telemetry.PrometheusSink`; this module adds what only a server has:
 requests by outcome (including 429 refusals), request latency, jobs waiting and running,
-and requests resumed from the journal. Each server has its own registry. Structured logs
+and requests resumed from the journal. The speculative counts are also exported under
+vLLM's names (``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``,
+``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` by draft position), so
+a dashboard built for vLLM reads this server too. Each server has its own registry. Structured logs
 (one JSON object per event, with the request id) go to the ``specdec_lite.service``
 logger through :class:`specdec_lite.telemetry.LogSink`.
 """
@@ -17,7 +20,7 @@ import time
 from ..telemetry import LogSink, PrometheusSink, Sinks, StepEvent, Summary
 from .scheduler import Job, StepUpdate
 
-OUTCOMES = ("finished", "failed", "deadline", "rejected")
+OUTCOMES = ("finished", "failed", "deadline", "cancelled", "rejected")
 
 
 class ServiceMetrics:
@@ -46,12 +49,28 @@ class ServiceMetrics:
         self.resumed_total = Counter("specdec_requests_resumed",
                                      "Unfinished jobs resumed from the journal at start",
                                      registry=self.registry)
+        self.drafts = Counter("vllm:spec_decode_num_drafts",
+                              "Steps that verified a draft proposal", registry=self.registry)
+        self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens",
+                                    "Draft tokens proposed and verified", registry=self.registry)
+        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens",
+                                "Draft tokens accepted", registry=self.registry)
+        self.accepted_per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                        "Draft tokens accepted, by position in the proposal",
+                                        ("position",), registry=self.registry)
 
     def step(self, batch_size: int, elapsed_s: float) -> None:
         self.sink.batch(batch_size)
 
     def sequence_step(self, job_id: str, update: StepUpdate, n_new: int,
                       elapsed_s: float, method: str = "draft") -> None:
+        for step in update.steps:
+            if step.proposed:
+                self.drafts.inc()
+                self.draft_tokens.inc(len(step.proposed))
+                self.accepted.inc(step.n_accepted)
+                for position in range(step.n_accepted):
+                    self.accepted_per_pos.labels(str(position)).inc()
         plain = update.n_fallbacks > 0
         if method == "plain":  # plain decoding: no draft, nothing to accept
             self.engine.tokens.inc(n_new)
