@@ -64,7 +64,7 @@ pytest-fast: venv
 # The tests of what readers get: the built pages load nothing remote, carry the vendored
 # assets, the student build has no solutions, every shipped chapter has its live twin. A
 # missing build fails them here (REQUIRE_BUILT_BOOK=1) instead of skipping them.
-BOOK_TESTS := tests/test_offline_html.py tests/test_live_button.py
+BOOK_TESTS := tests/book/test_offline_html.py tests/book/test_live_button.py
 
 test-book: venv
 	REQUIRE_BUILT_BOOK=1 $(BIN)/pytest -q $(BOOK_TESTS)
@@ -80,7 +80,7 @@ $(TRAIN_STAMP): pyproject.toml
 	touch $@
 
 test-torch: $(TRAIN_STAMP)
-	.venv-train/bin/python -m pytest -q tests/test_transformer.py tests/test_medusa.py
+	.venv-train/bin/python -m pytest -q tests/unit/test_transformer.py tests/unit/test_medusa.py
 
 lint: venv
 	$(BIN)/ruff check .
@@ -98,7 +98,7 @@ $(BOOK_STAMP): book/requirements.txt
 	$(BOOK_BIN)/python -m pip check
 	touch $@
 
-# The browser test of the live edition (tests/test_browser_live.py) needs Debian's Chromium
+# The browser test of the live edition (tests/book/test_browser_live.py) needs Debian's Chromium
 # and the built site, which needs npm: with both, `make lite` runs first; without, the test
 # skips and says so.
 CHROMIUM := $(wildcard /usr/bin/chromium)

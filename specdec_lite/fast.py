@@ -16,7 +16,7 @@ T(n) grows with n about as fast as numpy's, because each extra token's arithmeti
 attention are the same work either way (chapter 6, section 6.2).
 
 The arithmetic is the numpy forward's, in float32, in another summation order: logits
-agree with numpy's to about 1e-5 (``tests/test_fast.py`` holds them within a stated
+agree with numpy's to about 1e-5 (``tests/unit/test_fast.py`` holds them within a stated
 tolerance, and greedy decoding token-identical on the held-out prompts).
 """
 

@@ -22,7 +22,7 @@ y ~ p(· | s). Then P(y | s) = P(no fault)·p(y | s) + P(fault)·p(y | s) = p(y 
 The proviso is real: given the prefix, whether a step fails must not depend on the step's
 own draws. Crashes, kills, hangs and load make faults of that kind. A verifier that fails
 *because of* particular draft tokens does not: the steps that survive are then a biased
-selection, and ``tests/test_faults.py`` shows the chi-square test catching it. For the same
+selection, and ``tests/unit/test_faults.py`` shows the chi-square test catching it. For the same
 reason a time budget must sit well above the normal verification time, so that it catches
 hangs and not the slower half of ordinary steps. At ``temperature=0`` the fallback is the
 target's argmax, so greedy output is identical to a run without faults.

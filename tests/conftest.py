@@ -1,11 +1,18 @@
+"""The tests, by layer: unit/ (one module or helper at a time), statistical/ (chi-square and
+sampled-law checks of the decoders), integration/ (the service, the journal and the CLI, in
+child processes) and book/ (plots, slides and the built pages). Shared helpers live in
+tests/support.py, which every folder imports as ``support``: tests/ goes on sys.path here.
+"""
+
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-# Markers of whole modules, in one place (pyproject.toml registers them; `make test-fast`
-# deselects slow, browser, server and statistical). Single tests carry their own marks.
+# Markers of whole modules, in one place, keyed by file name whatever the folder
+# (pyproject.toml registers them; `make test-fast` deselects slow, browser, server and
+# statistical). Single tests carry their own marks.
 MODULE_MARKERS = {
     "test_browser_live.py": ("browser", "slow"),
     "test_static_slider_browser.py": ("browser",),

@@ -126,7 +126,7 @@ def patch_site_config(output: Path) -> None:
         plugins = data.setdefault("litePluginSettings", {})
         if path.parent == output:
             data["appName"] = "specdec_lite, live"
-            # window.jupyterapp, which tests/test_browser_live.py drives.
+            # window.jupyterapp, which tests/book/test_browser_live.py drives.
             data["exposeAppInBrowser"] = "true"
         if path.parent == output or KERNEL_PLUGIN in plugins:
             plugins.setdefault(KERNEL_PLUGIN, {})["disablePyPIFallback"] = True

@@ -1,0 +1,198 @@
+"""The command line: ``bench`` argument parsing and one-line errors (no benchmark is run,
+except the slow end-to-end ``--quick`` check)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from support import RESULTS
+
+from specdec_lite import bench, cli, fast
+from specdec_lite.bench import QUICK, Settings
+from specdec_lite.bench.config import resolve_backend
+
+COMMITTED = RESULTS / "bench.json"
+# The committed run's settings on the command line (a full run with --simulate-width 16,
+# on the backend it used), so that only what a test breaks can fail the comparison.
+COMMITTED_BACKEND = json.loads(COMMITTED.read_text())["settings"]["backend"]
+COMMITTED_ARGS = ["--simulate-width", "16", "--backend", COMMITTED_BACKEND]
+needs_committed_backend = pytest.mark.skipif(
+    COMMITTED_BACKEND == "numba" and not fast.available(),
+    reason=f"the committed run used the numba backend: {fast.INSTALL_HINT}")
+
+
+def test_bench_quick_arguments() -> None:
+    args = cli.build_parser().parse_args(
+        ["bench", "--quick", "--json", "out.json", "--plot", "figs", "--simulate-width", "8"])
+    settings = cli._bench_settings(args)
+    auto = resolve_backend("auto")  # the compiled backend where numba is installed
+    assert settings == Settings(**{**QUICK.__dict__, "simulate_width": 8, "backend": auto})
+    assert args.json == "out.json" and args.plot == "figs"
+
+
+def test_bench_backend_argument() -> None:
+    args = cli.build_parser().parse_args(["bench", "--quick", "--backend", "numpy"])
+    assert cli._bench_settings(args).backend == "numpy"
+    with pytest.raises(SystemExit):  # argparse: not one of the choices
+        cli.build_parser().parse_args(["bench", "--backend", "cuda"])
+    with pytest.raises(ValueError, match="backend"):
+        Settings(backend="cuda").check()
+
+
+def test_bench_overrides() -> None:
+    args = cli.build_parser().parse_args(
+        ["bench", "--k", "1,3", "--trees", "6", "--prompts", "3", "--new-tokens", "40",
+         "--seed", "7"])
+    settings = cli._bench_settings(args)
+    assert settings.ks == (1, 3) and settings.trees == (6,) and settings.prompts == 3
+    assert settings.new_tokens == 40 and settings.seed == 7 and not settings.quick
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--k", "0"],
+    ["bench", "--k", "two"],
+    ["bench", "--simulate-width", "-1"],
+    ["bench", "--prompts", "0"],
+    ["bench", "--repeats", "x"],
+    ["bench", "--bogus"],
+])
+def test_bad_arguments_print_one_line_and_exit_2(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error" in err
+
+
+def _no_run(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the benchmark ran: the error was not caught up front")
+
+
+@pytest.fixture
+def no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "run", _no_run)
+
+
+def test_bad_output_paths_are_reported_before_running(tmp_path, capsys, no_run) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for option, path, message in (("--json", tmp_path, "not a file"),
+                                  ("--json", "", "needs a file path"),
+                                  ("--json", a_file / "out.json", "is a file, not a folder"),
+                                  ("--json", a_file / "deeper" / "out.json", "not a folder"),
+                                  ("--plot", a_file, "not a folder"),
+                                  ("--plot", a_file / "figs", "not a folder")):
+        assert cli.main(["bench", "--quick", option, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and option in err and message in err, err
+
+
+def test_output_paths_that_can_be_created_pass_the_check(tmp_path) -> None:
+    cli._check_output("--json", str(tmp_path / "new" / "dir" / "out.json"), folder=False)
+    cli._check_output("--plot", str(tmp_path / "new" / "figs"), folder=True)
+    cli._check_output("--plot", str(tmp_path), folder=True)
+    assert not (tmp_path / "new").exists()  # checked, not created
+
+
+def _committed(tmp_path, name: str, change) -> str:
+    data = json.loads(COMMITTED.read_text())
+    change(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_bad_compare_file_is_reported_before_running(tmp_path, capsys, no_run) -> None:
+    not_json = tmp_path / "bad.json"
+    not_json.write_text("{")
+
+    def broken_row(data: dict) -> None:
+        data["rows"][3]["speedup_ci"] = "wide"
+
+    def missing_field(data: dict) -> None:
+        del data["rows"][0]["tau"]
+
+    def old_version(data: dict) -> None:
+        data["schema"] = "specdec_lite.bench/0"
+
+    cases = ((tmp_path / "missing.json", "needs a JSON result file"),
+             (not_json, "not JSON"),
+             (_committed(tmp_path, "row.json", broken_row), "rows[3].speedup_ci must be pair"),
+             (_committed(tmp_path, "tau.json", missing_field), "rows[0] lacks the field 'tau'"),
+             (_committed(tmp_path, "v0.json", old_version), "not a specdec_lite.bench/1"),
+             (COMMITTED, "different settings"))  # a full run, compared with --quick
+    for path, message in cases:
+        assert cli.main(["bench", "--quick", "--compare", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--compare" in err and message in err, err
+
+
+def test_settings_that_do_not_fit_are_one_line(capsys) -> None:
+    assert cli.main(["bench", "--prompt-len", "200", "--new-tokens", "200",
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error" in err
+
+
+@pytest.mark.slow
+def test_quick_bench_writes_the_schema(tmp_path) -> None:
+    out = tmp_path / "out.json"
+    subprocess.run([sys.executable, "-m", "specdec_lite", "bench", "--quick", "--no-progress",
+                    "--json", str(out)], check=True, capture_output=True, timeout=120)
+    data = json.loads(out.read_text())
+    row = next(r for r in data["rows"] if r["method"] == "speculative")
+    for key in ("speedup", "speedup_ci", "predicted_speedup", "alpha", "tau", "tokens_per_s"):
+        assert key in row
+
+
+def _set_row(i: int, key: str, value):
+    return lambda data: data["rows"][i].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (_set_row(3, "speedup_ci", [2.0, 1.0]), "rows[3].speedup_ci must be [lo, hi]"),
+    (_set_row(3, "speedup_ci", [float("nan"), 1.0]), "rows[3].speedup_ci must be [lo, hi]"),
+    (_set_row(3, "speedup", float("nan")), "rows[3].speedup must be a finite number"),
+    (_set_row(3, "speedup", -1.0), "rows[3].speedup must be a finite number > 0"),
+    (_set_row(3, "method", "beam"), "rows[3].method must be one of"),
+    (lambda data: data["rows"][4].__setitem__("label", data["rows"][3]["label"]),
+     "rows[4].label"),
+    (lambda data: data["cost_curve"].pop("target_s"), "cost_curve.target_s must be a list"),
+    (lambda data: data["cost_curve"].__setitem__("target_s", []),
+     "cost_curve.target_s must hold"),
+    (lambda data: data["cost_curve"].__setitem__("n", "1..17"), "cost_curve.n must be a list"),
+    (lambda data: data["cost_curve"].__setitem__("ratio", [1.0]), "cost_curve.ratio must hold"),
+    (lambda data: data["in_run_costs"].pop("c"), "in_run_costs lacks ['c']"),
+    (lambda data: data["in_run_costs"].__setitem__("c", "cheap"), "in_run_costs.c must be"),
+    (lambda data: data["in_run_costs"].__setitem__("n", "abc"), "in_run_costs.n must be a list"),
+])
+@needs_committed_backend
+def test_compare_rows_and_costs_that_cannot_be_compared_fail_before_the_run(
+        tmp_path, capsys, no_run, change, message) -> None:
+    """Files with the right top level (they pass the schema) but rows or costs the
+    comparison cannot use: one line naming the field, exit 2, before measuring (they used
+    to pass, run the whole benchmark and then raise a traceback or print nonsense)."""
+    path = _committed(tmp_path, "broken.json", change)
+    assert cli.main(["bench", *COMMITTED_ARGS, "--compare", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--compare" in err and message in err, err
+
+
+@needs_committed_backend
+def test_the_committed_result_passes_the_compare_checks(monkeypatch) -> None:
+    reached = []
+    monkeypatch.setattr(bench, "run", lambda *a, **k: reached.append(True) or _no_run())
+    with pytest.raises(AssertionError, match="the benchmark ran"):
+        cli.main(["bench", *COMMITTED_ARGS, "--compare", str(COMMITTED)])
+    assert reached  # every check passed, so the run started
+
+
+def test_plot_without_matplotlib_is_reported_before_running(tmp_path, capsys, no_run,
+                                                            monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    assert cli.main(["bench", "--quick", "--plot", str(tmp_path / "figs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--plot needs matplotlib" in err, err

@@ -1,0 +1,306 @@
+"""The service loses nothing when its journal stalls, and frees what a departed client held
+(issue 26), against real server processes on free 127.0.0.1 ports. Every wait is bounded.
+
+- A journal file locked by another connection for a while: every request still gets the
+  tokens of an uninterrupted seeded run; `/health` answers at once and says "degraded"
+  while writes wait, `/ready` is 503 meanwhile; a request that arrives then is refused
+  with 503 (never accepted unrecorded); after the lock the journal catches up, so a server
+  restarted on the same directory returns every result whole.
+- A client that leaves (a stream closed after its first event, a plain request that gave
+  up) cancels its request: the queue and the batch empty within about a second, the
+  outcome is counted as cancelled, and new requests are served, not refused with 429.
+- ``DELETE /v1/completions/{id}`` cancels a live request; its waiting client gets 409.
+- A request that failed (504 past its deadline) runs again when it is sent again, also after
+  a restart with a longer deadline, and gives the uninterrupted run's text.
+- One server per data directory: a second one exits with one line naming the directory,
+  and the first serves on; the directory is 0700 and its files 0600.
+- ``--api-key``: /v1/* answers 401 without the key; a foreign Host header gets 400; /docs
+  and /openapi.json are off by default.
+- A journal row that cannot be read is set aside at start (counted in /health), not fatal:
+  the other unfinished requests resume and finish.
+- The speculative counts under vLLM's metric names equal the library's own step records.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")  # the serve extra
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from support import PROMPTS, load_models, metric, reference, reference_text, scrape  # noqa: E402
+
+from specdec_lite.journal import Journal  # noqa: E402
+from specdec_lite.service.launch import start_server  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+TIMEOUT = 60.0
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+def _health(url: str) -> tuple[float, httpx.Response]:
+    start = time.monotonic()
+    reply = httpx.get(url + "/health", timeout=10)
+    return time.monotonic() - start, reply
+
+
+@pytest.fixture(scope="module")
+def models():
+    return load_models()
+
+
+def test_locked_journal_loses_no_token_and_catches_up(tmp_path, models):
+    data_dir = tmp_path / "data"
+    bodies = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=160, temperature=1.0,
+                   method=("draft", "ngram", "plain")[i % 3], k=3, seed=700 + i,
+                   request_id=f"stall-{i}") for i in range(12)]
+    expected = {b["request_id"]: reference_text(models, b) for b in bodies}
+    replies: dict[str, httpx.Response] = {}
+    with start_server(data_dir=data_dir, max_batch=4, log_path=tmp_path / "log") as srv:
+        def send(body):
+            replies[body["request_id"]] = httpx.post(srv.url + "/v1/completions", json=body,
+                                                     timeout=TIMEOUT)
+
+        threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+        for thread in threads:
+            thread.start()
+        # every request accepted (journaled) before the lock, some still to run after it
+        _wait_for(lambda: all(httpx.get(f"{srv.url}/v1/completions/{b['request_id']}",
+                                        timeout=10).status_code in (200, 202)
+                              for b in bodies), 30, "all requests accepted")
+        lock = sqlite3.connect(data_dir / "journal.sqlite3", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # the write lock: the server's writes must wait
+        try:
+            states, slowest = set(), 0.0
+            locked_until = time.monotonic() + 2.5
+            while time.monotonic() < locked_until:
+                took, reply = _health(srv.url)
+                slowest = max(slowest, took)
+                assert reply.status_code == 200
+                states.add(reply.json()["status"])
+                if reply.json()["status"] == "degraded":
+                    assert httpx.get(srv.url + "/ready", timeout=10).status_code == 503
+                time.sleep(0.1)
+            start = time.monotonic()
+            refused = httpx.post(srv.url + "/v1/completions", timeout=TIMEOUT,
+                                 json=dict(prompt="x", max_tokens=4, seed=1,
+                                           request_id="while-locked"))
+            refused_after = time.monotonic() - start
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        assert "degraded" in states, states  # the lock did catch writes mid-run
+        assert slowest < 1.0, f"/health took {slowest:.2f} s while the journal was locked"
+        assert refused.status_code == 503 and refused.headers["Retry-After"], refused.text
+        assert refused_after < 2.0
+        for body in bodies:
+            reply = replies[body["request_id"]]
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["text"] == expected[body["request_id"]]
+        _wait_for(lambda: _health(srv.url)[1].json()["status"] == "ok", 10,
+                  "the journal catches up")
+        assert httpx.get(srv.url + "/ready", timeout=10).status_code == 200
+        assert metric(scrape(srv.url), "specdec_requests_total", outcome="finished") == 12
+    # a new server on the same directory reads every result back whole from the journal
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log2") as again:
+        for body in bodies:
+            reply = httpx.get(f"{again.url}/v1/completions/{body['request_id']}", timeout=10)
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["choices"][0]["text"] == expected[body["request_id"]]
+        lookup = httpx.get(f"{again.url}/v1/completions/while-locked", timeout=10)
+        assert lookup.status_code == 404  # refused, so never recorded
+
+
+def _keep_busy(url: str, n: int, first: int = 0) -> list[threading.Thread]:
+    """``n`` more clients with 200-token plain requests, running (the engine shares every
+    step among them, so a request beside them takes seconds, not a fraction of one)."""
+    body = dict(prompt="for i in range(", max_tokens=200, method="plain", temperature=1.0)
+    before = _health(url)[1].json()["running"]
+    threads = [threading.Thread(target=httpx.post, args=(url + "/v1/completions",),
+                                kwargs=dict(json={**body, "seed": 100 + i,
+                                                  "request_id": f"busy-{i}"}, timeout=TIMEOUT))
+               for i in range(first, first + n)]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: _health(url)[1].json()["running"] >= before + n, 20,
+              "the busy requests run")
+    return threads
+
+
+def test_a_client_that_leaves_frees_its_place(tmp_path):
+    body = dict(prompt="import os\n", max_tokens=200, method="plain", temperature=1.0)
+    with start_server(data_dir=tmp_path / "data", max_batch=6, max_queue=8,
+                      log_path=tmp_path / "log") as srv:
+        busy = _keep_busy(srv.url, 5)
+        # a running stream, read up to its first event, then closed
+        with httpx.stream("POST", srv.url + "/v1/completions", timeout=TIMEOUT,
+                          json={**body, "seed": 1, "stream": True, "request_id": "left-1"}) as r:
+            assert r.status_code == 200
+            next(r.iter_lines())
+        # the batch is full again: a plain request waits in the queue, and its client
+        # gives up after a moment
+        _wait_for(lambda: _health(srv.url)[1].json()["running"] <= 5, 2, "left-1 leaves")
+        busy += _keep_busy(srv.url, 6 - _health(srv.url)[1].json()["running"], first=5)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(srv.url + "/v1/completions", timeout=httpx.Timeout(10, read=0.2),
+                       json={**body, "seed": 2, "request_id": "left-2"})
+        _wait_for(lambda: _health(srv.url)[1].json()["waiting"] == 0, 2, "left-2 leaves")
+        for thread in busy:
+            thread.join(TIMEOUT)
+        running = httpx.get(f"{srv.url}/v1/completions/left-1", timeout=10).json()
+        queued = httpx.get(f"{srv.url}/v1/completions/left-2", timeout=10).json()
+        for left in (running, queued):
+            assert left["error"] == "cancelled: the client disconnected"
+        assert 0 < running["usage"]["completion_tokens"] < 200  # stopped mid-run
+        assert queued["usage"]["completion_tokens"] < 200
+        samples = scrape(srv.url)
+        assert metric(samples, "specdec_requests_total", outcome="cancelled") == 2
+        # every place is free again: a full queue's worth of new requests is served
+        with ThreadPoolExecutor(8) as pool:
+            served = list(pool.map(lambda s: httpx.post(
+                srv.url + "/v1/completions", json={**body, "max_tokens": 20, "seed": s},
+                timeout=TIMEOUT), range(3, 11)))
+        assert [r.status_code for r in served] == [200] * 8
+
+
+def test_delete_cancels_a_live_request(tmp_path):
+    with start_server(max_batch=4, log_path=tmp_path / "log") as srv:
+        url = srv.url + "/v1/completions"
+        busy = _keep_busy(srv.url, 3)
+        outcome: dict[str, httpx.Response] = {}
+        waiter = threading.Thread(target=lambda: outcome.setdefault("reply", httpx.post(
+            url, timeout=TIMEOUT, json=dict(prompt="x = ", max_tokens=200, method="plain",
+                                            seed=5, request_id="to-delete"))))
+        waiter.start()
+        _wait_for(lambda: _health(srv.url)[1].json()["running"] == 4, 10, "the request runs")
+        cancel = httpx.delete(url + "/to-delete", timeout=10)
+        assert cancel.status_code == 202 and cancel.json()["status"] == "cancelling"
+        waiter.join(TIMEOUT)
+        reply = outcome["reply"]
+        assert reply.status_code == 409, reply.text
+        assert reply.json()["error"] == "cancelled by DELETE"
+        assert reply.json()["usage"]["completion_tokens"] < 200
+        assert httpx.delete(url + "/to-delete", timeout=10).status_code == 404
+        assert httpx.delete(url + "/never-sent", timeout=10).status_code == 404
+        for thread in busy:
+            thread.join(TIMEOUT)
+
+
+def test_a_failed_request_runs_again_when_retried(tmp_path, models):
+    body = dict(prompt="class Foo(object):\n    ", max_tokens=150, method="plain",
+                temperature=1.0, seed=9, request_id="retry-1")
+    url_of = "{}/v1/completions".format
+    with start_server(data_dir=tmp_path / "data", deadline_s=0.1,
+                      log_path=tmp_path / "log") as short:
+        first = httpx.post(url_of(short.url), json=body, timeout=TIMEOUT)
+        assert first.status_code == 504, first.text
+    with start_server(data_dir=tmp_path / "data", log_path=tmp_path / "log2") as patient:
+        again = httpx.post(url_of(patient.url), json=body, timeout=TIMEOUT)
+        assert again.status_code == 200, again.text
+        assert again.json()["choices"][0]["text"] == reference_text(models, body)
+        stored = httpx.get(f"{url_of(patient.url)}/retry-1", timeout=10)
+        assert stored.status_code == 200 and stored.json()["choices"] == again.json()["choices"]
+
+
+def test_one_server_per_data_directory_and_private_files(tmp_path):
+    data_dir = tmp_path / "data"
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as first:
+        with pytest.raises(RuntimeError) as refused:
+            start_server(data_dir=data_dir, log_path=tmp_path / "log2", timeout_s=30)
+        assert "exit code 2" in str(refused.value)
+        assert f"the data directory {data_dir} is in use by another server" in str(refused.value)
+        reply = httpx.post(first.url + "/v1/completions", timeout=TIMEOUT,
+                           json=dict(prompt="x", max_tokens=8, seed=3))
+        assert reply.status_code == 200
+        assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+        files = sorted(data_dir.iterdir())
+        assert {f.name for f in files} >= {"journal.sqlite3", "journal.sqlite3.lock"}
+        for path in files:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log3"):  # free again
+        pass
+
+
+def test_api_key_hosts_and_docs(tmp_path):
+    key = "s3cret-key"
+    with start_server(log_path=tmp_path / "log", extra_args=("--api-key", key)) as srv:
+        body = dict(prompt="x", max_tokens=4, seed=1)
+        bare = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT)
+        assert bare.status_code == 401
+        wrong = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT,
+                           headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.headers["WWW-Authenticate"] == "Bearer"
+        right = httpx.post(srv.url + "/v1/completions", json=body, timeout=TIMEOUT,
+                           headers={"Authorization": f"Bearer {key}"})
+        assert right.status_code == 200, right.text
+        assert httpx.get(srv.url + "/health", timeout=10).status_code == 200  # no key needed
+        for path in ("/docs", "/redoc", "/openapi.json"):  # off unless --docs
+            assert httpx.get(srv.url + path, timeout=10).status_code == 404, path
+        foreign = httpx.get(srv.url + "/health", timeout=10, headers={"Host": "evil.example"})
+        assert foreign.status_code == 400
+        local = httpx.get(srv.url.replace("127.0.0.1", "localhost") + "/health", timeout=10)
+        assert local.status_code == 200
+
+
+def test_an_unreadable_journal_row_is_set_aside_not_fatal(tmp_path, models):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    body = dict(prompt="import os\n", max_tokens=40, method="draft", k=3, temperature=1.0,
+                seed=31)
+    settings = dict(method="draft", k=3, max_new_tokens=40, temperature=1.0, top_p=None,
+                    stop=[])
+    prompt = models.tokenizer.encode(body["prompt"])
+    with Journal(data_dir / "journal.sqlite3") as journal:  # as a killed server left it
+        for request_id in ("good", "damaged"):
+            journal.begin(request_id, prompt, settings, 31, np.random.default_rng(31))
+    with sqlite3.connect(data_dir / "journal.sqlite3") as db:
+        db.execute("UPDATE generations SET prompt = 'not json' WHERE request_id = 'damaged'")
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as srv:
+        health = httpx.get(srv.url + "/health", timeout=10).json()
+        assert health["set_aside"] == 1 and health["resumed"] == 1, health
+        good = _wait_for(lambda: (r := httpx.get(f"{srv.url}/v1/completions/good",
+                                                 timeout=10)).status_code == 200 and r, 30,
+                         "the readable request finishes")
+        assert good.json()["choices"][0]["text"] == reference_text(models, body)
+        damaged = httpx.get(f"{srv.url}/v1/completions/damaged", timeout=10)
+        assert damaged.status_code == 404
+
+
+def test_vllm_named_speculative_counters(tmp_path, models):
+    bodies = [dict(prompt=PROMPTS[i], max_tokens=50, method="draft", k=3, temperature=1.0,
+                   seed=60 + i) for i in range(3)]
+    with start_server(log_path=tmp_path / "log") as srv:
+        for body in bodies:
+            assert httpx.post(srv.url + "/v1/completions", json=body,
+                              timeout=TIMEOUT).status_code == 200
+        samples = scrape(srv.url)
+    steps = [s for body in bodies for s in reference(models, body).steps if s.proposed]
+    assert metric(samples, "vllm:spec_decode_num_drafts_total") == len(steps)
+    assert metric(samples, "vllm:spec_decode_num_draft_tokens_total") == \
+        sum(len(s.proposed) for s in steps)
+    assert metric(samples, "vllm:spec_decode_num_accepted_tokens_total") == \
+        sum(s.n_accepted for s in steps)
+    for position in range(3):
+        assert metric(samples, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                      position=str(position)) == sum(s.n_accepted > position for s in steps)
