@@ -249,6 +249,26 @@ class Journal:
                 self._db.execute("ROLLBACK")
             raise RuntimeError(f"journal {self.path}: {exc}") from None
 
+    def prune(self, older_than: float | None = None, keep: int | None = None) -> int:
+        """Delete ended generations (finished or failed, never running ones) last updated
+        before the time ``older_than`` (``time.time()`` seconds), and all but the newest
+        ``keep`` ended ones; then ``VACUUM`` to give the space back. Returns how many were
+        deleted."""
+        doomed = set()
+        if older_than is not None:
+            doomed |= {r[0] for r in self._exec(
+                "SELECT request_id FROM generations WHERE status != 'running' AND updated < ?",
+                (older_than,))}
+        if keep is not None:
+            doomed |= {r[0] for r in self._exec(
+                "SELECT request_id FROM generations WHERE status != 'running' "
+                "ORDER BY updated DESC, request_id LIMIT -1 OFFSET ?", (max(keep, 0),))}
+        for request_id in sorted(doomed):
+            self.forget(request_id)
+        if doomed:
+            self._exec("VACUUM")
+        return len(doomed)
+
     # ------------------------------------------------------------ reading
 
     def unfinished(self) -> list[str]:

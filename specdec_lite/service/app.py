@@ -210,7 +210,8 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         waiting, running = scheduler.load()
         status, why = scheduler.health()
         body = {"status": status, "waiting": waiting, "running": running,
-                "steps": scheduler.n_steps, "resumed": runtime.n_resumed}
+                "steps": scheduler.n_steps, "resumed": runtime.n_resumed,
+                "pruned": runtime.n_pruned}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if why:

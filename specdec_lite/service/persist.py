@@ -98,6 +98,13 @@ class JobJournal:
             self._n_steps.pop(job_id, None)
             self.journal.forget(job_id)
 
+    def prune(self, max_age_s: float | None, max_rows: int | None) -> int:
+        """Retention: drop ended requests older than ``max_age_s`` and all but the newest
+        ``max_rows``; how many were dropped (see :meth:`Journal.prune`)."""
+        with self._lock:
+            older_than = None if max_age_s is None else time.time() - max_age_s
+            return self.journal.prune(older_than, max_rows)
+
     def flush(self) -> None:
         """Write everything pending, job by job in order; raises at the first write that
         still fails (the rest stays pending)."""

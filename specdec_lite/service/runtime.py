@@ -9,6 +9,7 @@ started again finishes them), then starts the engine thread; on shutdown it stop
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from pathlib import Path
 
@@ -23,7 +24,8 @@ class Runtime:
 
     def __init__(self, *, data_dir: str | Path | None, max_batch: int, max_queue: int,
                  deadline_s: float, factory: EngineFactory | None = None,
-                 journal_sync: str = "NORMAL") -> None:
+                 journal_sync: str = "NORMAL", retention_s: float | None = None,
+                 retention_rows: int | None = None) -> None:
         self.factory = factory or EngineFactory.shipped()
         self.tokenizer = self.factory.tokenizer
         self.max_len = self.factory.max_len
@@ -36,6 +38,8 @@ class Runtime:
                                    max_queue=max_queue, journal=self.journal,
                                    metrics=self.metrics)
         self.n_resumed = 0
+        self.retention_s, self.retention_rows = retention_s, retention_rows
+        self.n_pruned = 0
 
     def finished_job(self, job_id: str) -> Job | None:
         """A finished job from the journal (also one an earlier process finished)."""
@@ -58,13 +62,30 @@ class Runtime:
         waiting, running = self.scheduler.load()
         return self.metrics.exposition(waiting, running)
 
+    def prune(self) -> int:
+        """Apply the journal's retention (at start, then hourly); how many were dropped."""
+        if self.journal is None or (self.retention_s is None and self.retention_rows is None):
+            return 0
+        n = self.journal.prune(self.retention_s, self.retention_rows)
+        self.n_pruned += n
+        return n
+
+    async def _prune_hourly(self) -> None:
+        while True:
+            await asyncio.sleep(3600)
+            with contextlib.suppress(Exception):  # a busy disk: try again next hour
+                await asyncio.to_thread(self.prune)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
+        self.prune()
         self.n_resumed = self.resume()
         self.scheduler.start()
+        pruner = asyncio.create_task(self._prune_hourly())
         try:
             yield
         finally:
+            pruner.cancel()
             self.scheduler.stop()
             if self.journal is not None:
                 self.journal.close()

@@ -23,6 +23,7 @@ the server hold one engine for each.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -134,6 +135,7 @@ class Job:
     listeners: list[Callable[[Job, list[int]], None]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     submitted_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None  # when it joined the running batch
 
     @property
     def finished(self) -> bool:
@@ -175,6 +177,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self.n_steps = 0
         self.last_error: str | None = None
+        self.mean_run_s: float | None = None  # running mean of admission-to-end times
 
     # -- the HTTP side --------------------------------------------------------------
 
@@ -190,7 +193,7 @@ class Scheduler:
             if known is not None:
                 return known
             if not force and len(self._jobs) >= self.max_queue:
-                raise QueueFull(retry_after_s=1)
+                raise QueueFull(retry_after_s=self.retry_after_s())
             self._jobs[job.id] = job  # holds its place (and its id) while it is journaled
         if self.journal is not None and not force:
             try:
@@ -226,6 +229,15 @@ class Scheduler:
         if self.journal is not None:
             self.journal.forget(job_id)
         return True
+
+    def retry_after_s(self) -> int:
+        """Seconds until a queue place is likely to free: with r jobs running, each taking
+        about ``mean_run_s``, one ends about every ``mean_run_s / r`` seconds. 1 before any
+        job has finished; at most 60."""
+        if self.mean_run_s is None:
+            return 1
+        running = max(len(self._running), 1)
+        return int(min(max(math.ceil(self.mean_run_s / running), 1), 60))
 
     def get(self, job_id: str) -> Job | None:
         """The live or recently finished job ``job_id``, if this process has it."""
@@ -310,6 +322,7 @@ class Scheduler:
                     self._finish(job, f"{type(exc).__name__}: {exc}")
                     continue
                 job.status = "running"
+                job.started_at = time.monotonic()
                 self._running[job.id] = job
                 self._engine_of[job.id] = key
 
@@ -423,6 +436,10 @@ class Scheduler:
     def _finish(self, job: Job, error: str | None) -> None:
         job.status = "failed" if error else "finished"
         job.error = error
+        if error is None and job.started_at is not None:  # a running mean over ~10 jobs
+            run_s = time.monotonic() - job.started_at
+            self.mean_run_s = run_s if self.mean_run_s is None else \
+                0.9 * self.mean_run_s + 0.1 * run_s
         self._journal(self.journal.finish if self.journal else None, job)
         if self.metrics is not None:
             self.metrics.outcome(job)

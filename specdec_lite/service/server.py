@@ -59,6 +59,12 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
                    help="SQLite's synchronous mode for the journal: NORMAL (default) keeps "
                         "every request through a crash of the server; FULL also through a "
                         "power loss, at a cost per step")
+    p.add_argument("--retention-hours", type=_bounded(0.0, 1e6, float), default=168.0,
+                   help="drop ended requests from the journal after this many hours "
+                        "(default 168, a week; 0 keeps them for ever), at start and hourly")
+    p.add_argument("--retention-rows", type=_bounded(0, 10**9), default=100_000,
+                   help="keep at most this many ended requests in the journal, the newest "
+                        "(default 100000; 0 keeps all)")
     p.add_argument("--api-key", default=os.environ.get("SPECDEC_API_KEY"),
                    help="require 'Authorization: Bearer KEY' on /v1/* (default: the "
                         "SPECDEC_API_KEY environment variable; none: no key)")
@@ -131,7 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch,
                           max_queue=args.max_queue, deadline_s=args.deadline,
-                          journal_sync=args.journal_sync)
+                          journal_sync=args.journal_sync,
+                          retention_s=args.retention_hours * 3600 or None,
+                          retention_rows=args.retention_rows or None)
     except ValueError as exc:  # e.g. a corrupt or foreign journal file
         print(f"specdec_lite serve: error: {exc}", file=sys.stderr)
         return 2

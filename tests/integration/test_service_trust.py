@@ -19,6 +19,8 @@
 - A journal row that cannot be read is set aside at start (counted in /health), not fatal:
   the other unfinished requests resume and finish.
 - The speculative counts under vLLM's metric names equal the library's own step records.
+- Retention: at start the journal drops ended requests past the age and count limits (never a
+  running one), and says how many in /health.
 """
 
 from __future__ import annotations
@@ -304,3 +306,32 @@ def test_vllm_named_speculative_counters(tmp_path, models):
     for position in range(3):
         assert metric(samples, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
                       position=str(position)) == sum(s.n_accepted > position for s in steps)
+
+
+def test_journal_retention_by_age_and_count(tmp_path, models):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    settings = dict(method="plain", k=0, max_new_tokens=8, temperature=1.0, top_p=None, stop=[])
+    prompt = models.tokenizer.encode("x = ")
+    with Journal(data_dir / "journal.sqlite3") as journal:
+        for request_id in ("old", "recent-1", "recent-2", "running"):
+            journal.begin(request_id, prompt, settings, 1, np.random.default_rng(1))
+            if request_id != "running":
+                journal.finish(request_id)
+    now = time.time()
+    with sqlite3.connect(data_dir / "journal.sqlite3") as db:
+        for request_id, age_s in (("old", 7200), ("recent-1", 60), ("recent-2", 30),
+                                  ("running", 7200)):
+            db.execute("UPDATE generations SET updated = ? WHERE request_id = ?",
+                       (now - age_s, request_id))
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log",
+                      extra_args=("--retention-hours", "1", "--retention-rows", "1")) as srv:
+        assert httpx.get(srv.url + "/health", timeout=10).json()["pruned"] == 2
+        url = srv.url + "/v1/completions/"
+        assert httpx.get(url + "old", timeout=10).status_code == 404  # past the age
+        assert httpx.get(url + "recent-1", timeout=10).status_code == 404  # past the count
+        assert httpx.get(url + "recent-2", timeout=10).status_code == 200  # the newest
+        # the running one is never pruned: it was resumed and finishes
+        running = _wait_for(lambda: (r := httpx.get(url + "running", timeout=10))
+                            .status_code == 200 and r, 30, "the resumed request finishes")
+        assert running.json()["usage"]["completion_tokens"] == 8
