@@ -243,11 +243,31 @@ class Journal:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM steps WHERE request_id = ?", (request_id,))
             self._db.execute("DELETE FROM generations WHERE request_id = ?", (request_id,))
+            if self._one("SELECT count(*) FROM sqlite_master WHERE name = 'resumes'"):
+                self._db.execute("DELETE FROM resumes WHERE request_id = ?", (request_id,))
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise RuntimeError(f"journal {self.path}: {exc}") from None
+
+    def count_resume(self, request_id: str) -> int:
+        """Count one more resume of the running generation ``request_id`` and return how
+        many it has had, this one included. Kept in a side table (``resumes``, created on
+        first use), so journals without it stay readable by every version."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("CREATE TABLE IF NOT EXISTS resumes (request_id TEXT PRIMARY KEY, "
+                             "n INTEGER NOT NULL)")
+            self._db.execute("INSERT INTO resumes VALUES (?, 1) ON CONFLICT (request_id) "
+                             "DO UPDATE SET n = n + 1", (request_id,))
+            n = self._one("SELECT n FROM resumes WHERE request_id = ?", request_id)
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise RuntimeError(f"journal {self.path}: {exc}") from None
+        return int(n)
 
     def prune(self, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete ended generations (finished or failed, never running ones) last updated

@@ -29,6 +29,9 @@ import numpy as np
 from ..journal import Entry, Journal
 from .scheduler import Job, Settings, StepUpdate, stop_cut
 
+#: How many times a server start resumes one request before setting it aside.
+MAX_RESUMES = 3
+
 
 def _settings_dict(s: Settings) -> dict:
     return dict(method=s.method, k=s.k, max_new_tokens=s.max_new_tokens,
@@ -144,16 +147,21 @@ class JobJournal:
             except (KeyError, TypeError, ValueError):
                 return None
 
-    def unfinished(self, deadline_s: float) -> list[Job]:
+    def unfinished(self, deadline_s: float, max_resumes: int = MAX_RESUMES) -> list[Job]:
         """Every accepted request not yet finished, oldest first, ready to continue. A row
-        that cannot be read (damaged) does not stop the others: it is marked failed with
-        the reason and its id is added to :attr:`set_aside`."""
+        that cannot be read (damaged), or a request already resumed ``max_resumes`` times
+        (each resume counted in the journal: one that kills the server every time must not
+        do so for ever), does not stop the others: it is marked failed with the reason
+        and its id is added to :attr:`set_aside`."""
         jobs = []
         with self._lock:
             for job_id in self.journal.unfinished():
                 try:
                     entry = self.journal.load(job_id)
                     job = _job(entry, deadline_s)
+                    n = self.journal.count_resume(job_id)
+                    if n > max_resumes:
+                        raise ValueError(f"resumed {n - 1} times already, given up")
                 except (KeyError, TypeError, ValueError) as exc:
                     self.set_aside.append(job_id)
                     self.journal.fail(job_id, f"set aside at start: {exc}"[:500])

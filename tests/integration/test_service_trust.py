@@ -265,6 +265,30 @@ def test_api_key_hosts_and_docs(tmp_path):
         assert local.status_code == 200
 
 
+def test_a_request_resumed_too_often_is_set_aside(tmp_path, models):
+    """A request that every start resumes (and, say, every resume crashes) is given up after
+    MAX_RESUMES starts, not retried for ever."""
+    from specdec_lite.service.persist import MAX_RESUMES
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    settings = dict(method="plain", k=0, max_new_tokens=8, temperature=1.0, top_p=None, stop=[])
+    with Journal(data_dir / "journal.sqlite3") as journal:
+        for request_id in ("poison", "fresh"):
+            journal.begin(request_id, models.tokenizer.encode("x"), settings, 2,
+                          np.random.default_rng(2))
+        for _ in range(MAX_RESUMES):  # as if MAX_RESUMES starts had resumed it already
+            journal.count_resume("poison")
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as srv:
+        health = httpx.get(srv.url + "/health", timeout=10).json()
+        assert health["set_aside"] == 1 and health["resumed"] == 1, health
+        url = srv.url + "/v1/completions/"
+        _wait_for(lambda: httpx.get(url + "fresh", timeout=10).status_code == 200, 30,
+                  "the other request finishes")
+        given_up = httpx.get(url + "poison", timeout=10).json()
+        assert given_up["error"].startswith("set aside at start: resumed 3 times already")
+
+
 def test_an_unreadable_journal_row_is_set_aside_not_fatal(tmp_path, models):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
