@@ -214,6 +214,8 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
                 "pruned": runtime.n_pruned}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
+        if runtime.deferred:
+            body["deferred"] = len(runtime.deferred)  # resumed when the queue has room
         if why:
             body["detail"] = why
         return JSONResponse(body, status_code=503 if status == "engine stopped" else 200)

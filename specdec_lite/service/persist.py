@@ -147,28 +147,36 @@ class JobJournal:
             except (KeyError, TypeError, ValueError):
                 return None
 
-    def unfinished(self, deadline_s: float, max_resumes: int = MAX_RESUMES) -> list[Job]:
-        """Every accepted request not yet finished, oldest first, ready to continue. A row
-        that cannot be read (damaged), or a request already resumed ``max_resumes`` times
-        (each resume counted in the journal: one that kills the server every time must not
-        do so for ever), does not stop the others: it is marked failed with the reason
-        and its id is added to :attr:`set_aside`."""
-        jobs = []
+    def unfinished_ids(self) -> list[str]:
+        """The ids of every accepted request not yet finished, oldest first."""
         with self._lock:
-            for job_id in self.journal.unfinished():
-                try:
-                    entry = self.journal.load(job_id)
-                    job = _job(entry, deadline_s)
-                    n = self.journal.count_resume(job_id)
-                    if n > max_resumes:
-                        raise ValueError(f"resumed {n - 1} times already, given up")
-                except (KeyError, TypeError, ValueError) as exc:
-                    self.set_aside.append(job_id)
-                    self.journal.fail(job_id, f"set aside at start: {exc}"[:500])
-                    continue
-                self._n_steps[job.id] = len(entry.steps)
-                jobs.append(job)
-        return jobs
+            return self.journal.unfinished()
+
+    def resume_job(self, job_id: str, deadline_s: float,
+                   max_resumes: int = MAX_RESUMES) -> Job | None:
+        """The unfinished request ``job_id``, ready to continue; None if it is set aside: a
+        row that cannot be read (damaged), or a request already resumed ``max_resumes``
+        times (each resume is counted in the journal: one that kills the server every time
+        must not do so for ever). A request set aside is marked failed with the reason and
+        its id added to :attr:`set_aside`."""
+        with self._lock:
+            try:
+                entry = self.journal.load(job_id)
+                job = _job(entry, deadline_s)
+                n = self.journal.count_resume(job_id)
+                if n > max_resumes:
+                    raise ValueError(f"resumed {n - 1} times already, given up")
+            except (KeyError, TypeError, ValueError) as exc:
+                self.set_aside.append(job_id)
+                self.journal.fail(job_id, f"set aside at start: {exc}"[:500])
+                return None
+            self._n_steps[job.id] = len(entry.steps)
+            return job
+
+    def unfinished(self, deadline_s: float) -> list[Job]:
+        """Every unfinished request that is not set aside (see :meth:`resume_job`)."""
+        jobs = (self.resume_job(job_id, deadline_s) for job_id in self.unfinished_ids())
+        return [job for job in jobs if job is not None]
 
     def close(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from pathlib import Path
 
 from .engines import EngineFactory
@@ -38,6 +39,7 @@ class Runtime:
                                    max_queue=max_queue, journal=self.journal,
                                    metrics=self.metrics)
         self.n_resumed = 0
+        self.deferred: deque[str] = deque()  # unfinished journal ids not yet queued
         self.retention_s, self.retention_rows = retention_s, retention_rows
         self.n_pruned = 0
 
@@ -49,14 +51,33 @@ class Runtime:
         return job if job is not None and job.finished else None
 
     def resume(self) -> int:
-        """Queue every accepted, unfinished job of the journal; how many there were."""
+        """Queue the accepted, unfinished jobs of the journal, as many as the queue bound
+        leaves room for; the rest wait in :attr:`deferred` (ids only, nothing loaded) and
+        join as places free (:meth:`resume_more`). Returns how many were queued."""
         if self.journal is None:
             return 0
-        jobs = self.journal.unfinished(self.deadline_s)
-        for job in jobs:
-            self.scheduler.submit(job, force=True)
-        self.metrics.resumed(len(jobs))
-        return len(jobs)
+        self.deferred = deque(self.journal.unfinished_ids())
+        return self.resume_more()
+
+    def resume_more(self) -> int:
+        """Queue deferred jobs while the queue has room; how many were queued."""
+        n = 0
+        while self.deferred:
+            waiting, running = self.scheduler.load()
+            if waiting + running >= self.scheduler.max_queue:
+                break
+            job = self.journal.resume_job(self.deferred.popleft(), self.deadline_s)
+            if job is not None:
+                self.scheduler.submit(job, force=True)
+                n += 1
+        self.n_resumed += n
+        self.metrics.resumed(n)
+        return n
+
+    async def _resume_rest(self) -> None:
+        while self.deferred:
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(self.resume_more)
 
     def metrics_text(self) -> tuple[str, str]:
         waiting, running = self.scheduler.load()
@@ -79,13 +100,15 @@ class Runtime:
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
         self.prune()
-        self.n_resumed = self.resume()
+        self.resume()
         self.scheduler.start()
-        pruner = asyncio.create_task(self._prune_hourly())
+        tasks = [asyncio.create_task(self._prune_hourly()),
+                 asyncio.create_task(self._resume_rest())]
         try:
             yield
         finally:
-            pruner.cancel()
+            for task in tasks:
+                task.cancel()
             self.scheduler.stop()
             if self.journal is not None:
                 self.journal.close()

@@ -21,6 +21,7 @@
 - The speculative counts under vLLM's metric names equal the library's own step records.
 - Retention: at start the journal drops ended requests past the age and count limits (never a
   running one), and says how many in /health.
+- Resume at start stays within the queue bound; a request resumed too often is set aside.
 """
 
 from __future__ import annotations
@@ -287,6 +288,36 @@ def test_a_request_resumed_too_often_is_set_aside(tmp_path, models):
                   "the other request finishes")
         given_up = httpx.get(url + "poison", timeout=10).json()
         assert given_up["error"].startswith("set aside at start: resumed 3 times already")
+
+
+def test_resume_stays_within_the_queue_bound(tmp_path, models):
+    """Five unfinished requests, a queue of two: the start resumes two, the rest wait in
+    the journal and join as places free; every one finishes, and the queue never holds
+    more than its bound."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    settings = dict(method="plain", k=0, max_new_tokens=200, temperature=1.0, top_p=None,
+                    stop=[])
+    with Journal(data_dir / "journal.sqlite3") as journal:
+        for i in range(5):
+            journal.begin(f"r{i}", models.tokenizer.encode("x = "), settings, i,
+                          np.random.default_rng(i))
+    with start_server(data_dir=data_dir, max_batch=1, max_queue=2,
+                      log_path=tmp_path / "log") as srv:
+        samples = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            health = httpx.get(srv.url + "/health", timeout=10).json()
+            samples.append(health)
+            if health["resumed"] == 5 and health["waiting"] + health["running"] == 0:
+                break
+            time.sleep(0.05)
+        assert samples[0].get("deferred", 0) >= 1, samples[0]  # not all queued at once
+        assert all(h["waiting"] + h["running"] <= 2 for h in samples)
+        assert samples[-1]["resumed"] == 5 and "deferred" not in samples[-1]
+        for i in range(5):
+            done = httpx.get(f"{srv.url}/v1/completions/r{i}", timeout=10).json()
+            assert done["usage"]["completion_tokens"] == 200
 
 
 def test_an_unreadable_journal_row_is_set_aside_not_fatal(tmp_path, models):
