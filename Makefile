@@ -161,9 +161,9 @@ $(LITE_STAMP): $(LITE_INPUTS) $(BOOK_STAMP)
 # The book renders the committed outputs (_config.yml: execute_notebooks off); `make test`
 # (and so CI) is where they are re-executed and compared. The live edition goes into
 # _build/html/lite after jupyter-book, so a rebuild of _build/html never leaves a stale copy;
-# without npm the book is built without it, and says so.
+# without npm the book is built without it (and without Run live buttons), and says so.
 book: $(BOOK_STAMP) $(if $(NPM),lite)
-	$(BOOK_BIN)/jupyter-book build . $(BOOK_FLAGS)
+	$(if $(NPM),,SPECDEC_LIVE_EDITION=0) $(BOOK_BIN)/jupyter-book build . $(BOOK_FLAGS)
 	rm -rf _build/html/lite
 ifeq ($(NPM),)
 	@echo "live edition: NOT BUILT, no npm (apt-get install npm, then make book)"

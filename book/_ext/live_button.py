@@ -7,9 +7,11 @@ scripts/lite/not-live.txt (one the browser cannot run) gets the listed reason in
 
 The student edition (`hide_solutions: true`, `make book-student`) gets none: the live
 notebooks are the full chapters, solutions included, so linking them would undo the
-hidden solutions.
+hidden solutions. Nor does a book built without the live edition (`make book` on a machine
+without npm sets SPECDEC_LIVE_EDITION=0): a button there would lead nowhere.
 """
 
+import os
 from html import escape
 from pathlib import Path
 
@@ -46,6 +48,8 @@ def not_live(listing: Path) -> dict[str, str]:
 
 def add_button(app, pagename, templatename, context, doctree):
     if getattr(app.config, "hide_solutions", False) or "body" not in context:
+        return
+    if os.environ.get("SPECDEC_LIVE_EDITION", "1") == "0":  # built without the live edition
         return
     if not pagename.startswith("notebooks/"):
         return

@@ -67,3 +67,22 @@ def test_every_chapter_page_has_the_button_and_the_student_edition_none():
             assert (book.parent / "lite" / "files" / "notebooks" / chapter.name).is_file()
         student_html = (student / f"{chapter.stem}.html").read_text(encoding="utf-8")
         assert "live-edition" not in student_html, chapter.name
+
+
+def test_no_button_in_a_book_built_without_the_live_edition(monkeypatch):
+    """`make book` without npm builds no live edition and sets SPECDEC_LIVE_EDITION=0: the
+    chapter pages then carry no button that would lead nowhere."""
+    from types import SimpleNamespace
+
+    app = SimpleNamespace(
+        config=SimpleNamespace(hide_solutions=False, live_edition_path="lite",
+                               live_edition_not_live="scripts/lite/not-live.txt"),
+        env=SimpleNamespace(doc2path=lambda name: ROOT / f"{name}.ipynb"), srcdir=str(ROOT))
+    page = "notebooks/02_acceptance"
+    with_button = {"body": "<p>chapter</p>"}
+    live_button.add_button(app, page, "page.html", with_button, None)
+    assert "Run live" in with_button["body"]
+    monkeypatch.setenv("SPECDEC_LIVE_EDITION", "0")
+    without = {"body": "<p>chapter</p>"}
+    live_button.add_button(app, page, "page.html", without, None)
+    assert without["body"] == "<p>chapter</p>"
