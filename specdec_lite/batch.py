@@ -58,43 +58,9 @@ import numpy as np
 from .batch_kv import batch_rows
 from .checks import check_eos, check_int, check_prompt, check_tokens, check_window
 from .decode import Generation, Step, cut_at_eos
-from .distributions import (
-    as_generator,
-    check_temperature,
-    check_top_k,
-    check_top_p,
-    sample,
-    truncate,
-)
+from .distributions import Sampling, as_generator, sample
 from .models import check_model
 from .verify import Verification, check_rule, verify_checked
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How one sequence draws its tokens: ``temperature``, then ``top_k``, then ``top_p``
-    on both models' rows (p = target, q = draft). At ``temperature`` 0 decoding is greedy
-    and the cuts do nothing, so they are dropped. Build it with :meth:`checked`."""
-
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-
-    @classmethod
-    def checked(cls, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None) -> Sampling:
-        """Validated settings; a bad value raises ``TypeError``/``ValueError`` naming it."""
-        temperature = check_temperature(temperature)
-        top_k, top_p = check_top_k(top_k), check_top_p(top_p)
-        return cls(temperature) if temperature == 0 else cls(temperature, top_k, top_p)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def warp(self, rows: np.ndarray) -> np.ndarray:  # [n, V] at temperature -> [n, V]
-        """Rows already at this temperature, with the top-k / top-p cuts applied."""
-        return truncate(rows, self.top_k, self.top_p)
 
 
 @dataclass

@@ -36,6 +36,7 @@ import numpy as np
 
 from .checks import check_eos, check_int, check_prompt, check_window
 from .distributions import (
+    Sampling,
     as_generator,
     check_temperature,
     check_top_k,
@@ -43,7 +44,10 @@ from .distributions import (
     sample,
     truncate,
 )
+from .draft_length import as_draft_length
 from .models import check_model, model_rows
+from .proposers import ModelDraft, as_proposer, one_hot_rows
+from .proposers import draft_block as draft_block  # re-exported: the model draft's loop
 from .verify import check_rule, verify_checked
 
 
@@ -195,40 +199,12 @@ def generate(
     return gen
 
 
-def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
-                top_k: int | None, top_p: float | None,
-                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Draft ``k`` tokens after ``seq`` [n] as the library's loop does: (context [n + k]
-    = ``seq`` then the drafts, the warped rows q [k, V] they were drawn from).
-
-    At temperature 0 a draft with a ``greedy_block(tokens, k)`` method (the GPT) is asked
-    for its k greedy tokens in one call: the same tokens, without a probability row each.
-    """
-    n = len(seq)
-    ctx = np.concatenate([seq, np.zeros(k, dtype=np.int64)])  # [n + k]
-    q = np.zeros((k, draft.vocab_size))  # [k, V]
-    block = getattr(draft, "greedy_block", None)
-    if temperature == 0 and block is not None:  # the same tokens without a row per token
-        drafted = np.asarray(block(seq, k))  # [k]
-        if (drafted.shape != (k,) or drafted.dtype.kind not in "iu"
-                or (k and not 0 <= drafted.min() <= drafted.max() < draft.vocab_size)):
-            raise ValueError(f"draft.greedy_block returned {drafted!r}, expected {k} token ids")
-        ctx[n:] = drafted
-        q[np.arange(k), drafted] = 1.0  # the one-hot rows greedy drafting draws from
-        return ctx, q
-    for i in range(k):  # draft i sees ctx[:n + i], a view never written again
-        q[i] = truncate(model_rows(draft, ctx[: n + i], 1, "draft", temperature)[0], top_k, top_p)
-        ctx[n + i] = int(q[i].argmax()) if temperature == 0 else sample(q[i], rng)
-    return ctx, q
-
-
-
 def speculative_generate(
     target: object,
     draft: object,
     prompt: np.ndarray,
     *,
-    k: int,
+    k: int | object,
     max_new_tokens: int,
     temperature: float = 1.0,
     rule: str = "exact",
@@ -250,51 +226,86 @@ def speculative_generate(
     end fewer than ``k`` tokens are drafted, so exactly ``max_new_tokens`` tokens come
     out unless ``eos_id`` came first.
 
+    ``draft`` is a model, or any proposer (:mod:`specdec_lite.proposers`, such as
+    :class:`~specdec_lite.proposers.PromptLookup`); ``k`` is an int, or a draft-length
+    policy (:mod:`specdec_lite.draft_length`) that picks each step's k from the steps
+    before it.
+
     Because of that, the target never reads more than prompt + max_new_tokens - 1
     tokens and the draft more than prompt + max_new_tokens - 2, whatever ``k`` is. A run
     that would pass either model's window (``max_len`` or ``config.max_len``) is refused
     before any call with a ``ValueError`` naming ``max_new_tokens``.
     """
-    k = check_int(k, "k", 1)
+    policy = as_draft_length(k)
     vocab = check_model(target, "target")
-    draft_vocab = check_model(draft, "draft")
-    if draft_vocab != vocab:
-        raise ValueError(f"draft.vocab_size={draft_vocab} differs from target.vocab_size={vocab}")
+    proposer = as_proposer(draft, vocab)
     prompt = check_prompt(prompt, vocab)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
     # k_step below keeps the last check at prompt + max_new_tokens - 1 tokens, its drafts
     # one shorter (and there are none when max_new_tokens < 2)
     check_window(target, "target", len(prompt), max_new_tokens,
                  len(prompt) + max_new_tokens - 1 if max_new_tokens else 0)
-    check_window(draft, "draft", len(prompt), max_new_tokens,
-                 len(prompt) + max_new_tokens - 2 if max_new_tokens >= 2 else 0)
-    temperature = check_temperature(temperature)
-    top_k, top_p = _check_cuts(top_k, top_p, temperature)
+    if isinstance(proposer, ModelDraft):
+        check_window(proposer.model, "draft", len(prompt), max_new_tokens,
+                     len(prompt) + max_new_tokens - 2 if max_new_tokens >= 2 else 0)
+    sampling = Sampling.checked(temperature, top_k, top_p)
     eos_id = check_eos(eos_id, vocab)
     params = check_rule(rule, rule_params)
     rng = as_generator(seed)
     start = time.perf_counter()
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
-    n_new = 0
-    while n_new < max_new_tokens:
-        k_step = min(k, max_new_tokens - n_new - 1)  # never emit more than asked for
-        ctx, draft_probs = draft_block(draft, seq, k_step, temperature, top_k, top_p, rng)
-        gen.n_draft_calls += k_step
-        drafted = ctx[len(seq):]  # [k_step]
-        target_probs = truncate(model_rows(target, ctx, k_step + 1, "target", temperature),
-                                top_k, top_p)  # [k_step + 1, V]
-        gen.n_target_calls += 1
-        result = verify_checked(drafted, draft_probs, target_probs, rng, rule, params)
-        emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
-        gen.steps.append(
-            Step(tuple(drafted.tolist()), result.n_accepted, tuple(emitted.tolist()),
-                 result.extra)
-        )
+    k_now = policy.start
+    while len(seq) - len(prompt) < max_new_tokens:
+        k_step = min(k_now, max_new_tokens - (len(seq) - len(prompt)) - 1)  # never too many
+        emitted, hit_eos = speculative_step(target, proposer, seq, k_step, sampling, rule,
+                                            params, rng, eos_id, gen)
         seq = np.concatenate([seq, emitted])
-        n_new += len(emitted)
         if hit_eos:
             break
+        k_now = policy.after(k_now, gen)
     gen.tokens = seq[len(prompt) :]
     gen.wall_time_s = time.perf_counter() - start
     return gen
+
+
+def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
+                     sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
+                     eos_id: int | None, gen: Generation) -> tuple[np.ndarray, bool]:
+    """One step for one sequence ``seq`` [n]: ask ``proposer`` for up to ``k`` tokens,
+    score them with one target call, verify with ``rule``, record the step in ``gen``.
+    Returns the emitted tokens [m] (cut after ``eos_id``) and whether EOS came."""
+    draft = proposer.propose(seq, k, sampling, rng)
+    drafted = check_draft(draft, k, target.vocab_size)  # [k_b]
+    q = draft.q if draft.q is not None else one_hot_rows(drafted, target.vocab_size)
+    gen.n_draft_calls += draft.n_calls
+    ctx = np.concatenate([seq, drafted])  # [n + k_b]
+    target_probs = sampling.warp(model_rows(target, ctx, len(drafted) + 1, "target",
+                                            sampling.temperature))  # [k_b + 1, V]
+    gen.n_target_calls += 1
+    result = verify_checked(drafted, q, target_probs, rng, rule, params)
+    emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
+    gen.steps.append(Step(tuple(drafted.tolist()), result.n_accepted, tuple(emitted.tolist()),
+                          result.extra))
+    return emitted, hit_eos
+
+
+def check_draft(draft: object, k: int, vocab: int) -> np.ndarray:
+    """The tokens of a proposer's answer, checked: a :class:`~specdec_lite.proposers.Draft`
+    with at most ``k`` ids in [0, vocab) and, if it has rows, q [m, V] giving each drafted
+    token a probability above 0. A bad answer raises ``ValueError`` naming the proposer."""
+    tokens = getattr(draft, "tokens", None)
+    if tokens is None or not hasattr(draft, "q") or not hasattr(draft, "n_calls"):
+        raise TypeError(f"proposer.propose must return a Draft, got {type(draft).__name__}")
+    tokens = np.asarray(tokens)
+    if (tokens.ndim != 1 or len(tokens) > k or (len(tokens) and tokens.dtype.kind not in "iu")
+            or (len(tokens) and not 0 <= tokens.min() <= tokens.max() < vocab)):
+        raise ValueError(f"proposer.propose returned tokens {tokens!r}: expected at most "
+                         f"k={k} ids in [0, {vocab})")
+    if draft.q is not None:
+        q = np.asarray(draft.q)
+        if q.shape != (len(tokens), vocab) or not np.all(q[np.arange(len(tokens)), tokens] > 0):
+            raise ValueError(f"proposer.propose returned rows q of shape {q.shape} that do "
+                             f"not match its {len(tokens)} tokens (expected ({len(tokens)}, "
+                             f"{vocab}), each token with probability > 0)")
+    return tokens.astype(np.int64, copy=False)

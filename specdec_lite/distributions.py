@@ -9,6 +9,7 @@ length V and sums to 1. Shapes are noted as ``[..., V]``. Their validation,
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -208,3 +209,29 @@ def entropy(p: np.ndarray) -> np.ndarray:
         terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
     return -terms.sum(axis=-1)
 
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one sequence draws its tokens: ``temperature``, then ``top_k``, then ``top_p``
+    on both models' rows (p = target, q = draft). At ``temperature`` 0 decoding is greedy
+    and the cuts do nothing, so they are dropped. Build it with :meth:`checked`."""
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    @classmethod
+    def checked(cls, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None) -> Sampling:
+        """Validated settings; a bad value raises ``TypeError``/``ValueError`` naming it."""
+        temperature = check_temperature(temperature)
+        top_k, top_p = check_top_k(top_k), check_top_p(top_p)
+        return cls(temperature) if temperature == 0 else cls(temperature, top_k, top_p)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def warp(self, rows: np.ndarray) -> np.ndarray:  # [n, V] at temperature -> [n, V]
+        """Rows already at this temperature, with the top-k / top-p cuts applied."""
+        return truncate(rows, self.top_k, self.top_p)

@@ -25,6 +25,7 @@ MODULE_MARKERS = {
     "test_lossless.py": ("statistical",),
     "test_sampling_filters.py": ("statistical",),
     "test_pitfalls.py": ("statistical",),
+    "test_drafters_exact.py": ("statistical",),
 }
 
 

@@ -1,0 +1,219 @@
+"""Proposers (prompt lookup, a model draft with a confidence stop) and draft-length
+policies: what they propose, how they fail on bad input, and that the decoders using
+them emit the target's greedy tokens at T = 0 (their exactness at T > 0 is tested in
+tests/statistical/test_drafters_exact.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import PROMPTS
+
+from specdec_lite import generate, load_pretrained, speculative_generate
+from specdec_lite.decode import Generation, Step
+from specdec_lite.distributions import Sampling
+from specdec_lite.draft_length import AdaptiveK, FixedK, TheoryK, as_draft_length
+from specdec_lite.proposers import Draft, ModelDraft, PromptLookup, lookup
+from specdec_lite.theory import optimal_k
+
+GREEDY = Sampling.checked(0.0)
+V = 96  # the shipped models' vocabulary (checked in the fixture)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    models = load_pretrained()
+    assert models.target.vocab_size == V
+    return models
+
+
+def ids(*tokens: int) -> np.ndarray:
+    return np.array(tokens, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- prompt lookup
+
+
+def test_lookup_copies_what_followed_the_latest_match():
+    context = ids(5, 1, 2, 9, 9, 1, 2, 7, 8, 1, 2)
+    # "1 2" occurs at 1 and 5; the latest earlier one (5) was followed by 7 8 1 2
+    assert lookup(context, 3, max_ngram=2).tolist() == [7, 8, 1]
+    assert lookup(context, 10, max_ngram=2).tolist() == [7, 8, 1, 2]  # up to the end
+
+
+def test_lookup_prefers_the_longest_ngram():
+    context = ids(3, 1, 2, 4, 0, 2, 6, 3, 1, 2)
+    # "2" alone last occurred before 6; "1 2" and "3 1 2" only before 4
+    assert lookup(context, 2, max_ngram=1).tolist() == [6, 3]
+    assert lookup(context, 2, max_ngram=3).tolist() == [4, 0]
+
+
+def test_lookup_finds_nothing_without_a_match():
+    assert lookup(ids(1, 2, 3, 4), 3, max_ngram=3).size == 0
+    assert lookup(ids(7), 3, max_ngram=3).size == 0
+    assert lookup(ids(1, 2, 1, 3), 3, max_ngram=3, min_ngram=2).size == 0  # "1 3" is new
+
+
+def test_prompt_lookup_is_deterministic_and_free():
+    draft = PromptLookup().propose(ids(1, 2, 3, 1, 2), 4, GREEDY, np.random.default_rng(0))
+    assert draft.tokens.tolist() == [3, 1, 2] and draft.q is None and draft.n_calls == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [({"max_ngram": 0}, ValueError, "max_ngram"), ({"min_ngram": 0}, ValueError, "min_ngram"),
+     ({"max_ngram": 2, "min_ngram": 3}, ValueError, "min_ngram"),
+     ({"max_ngram": 2.0}, TypeError, "max_ngram"), ({"max_ngram": True}, TypeError, "max_ngram")],
+)
+def test_prompt_lookup_rejects_bad_sizes(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        PromptLookup(**kwargs)
+
+
+# ---------------------------------------------------------------- model draft
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (1.5, ValueError),
+                                               (float("nan"), ValueError), ("0.5", TypeError)])
+def test_min_confidence_is_checked(shipped, value, error):
+    with pytest.raises(error, match="min_confidence"):
+        ModelDraft(shipped.draft, min_confidence=value)
+
+
+def test_model_draft_without_a_threshold_drafts_k(shipped):
+    prompt = shipped.tokenizer.encode(PROMPTS[0])
+    draft = ModelDraft(shipped.draft).propose(prompt, 4, GREEDY, np.random.default_rng(0))
+    assert len(draft.tokens) == 4 and draft.n_calls == 4 and draft.q.shape == (4, V)
+
+
+def test_confidence_stop_drafts_fewer_tokens(shipped):
+    prompt = shipped.tokenizer.encode(PROMPTS[0])
+    gen = speculative_generate(shipped.target, ModelDraft(shipped.draft, min_confidence=0.9),
+                               prompt, k=6, max_new_tokens=40, temperature=0)
+    lengths = [len(s.proposed) for s in gen.steps[:-1]]
+    assert min(lengths) < 6 and gen.n_draft_calls == sum(len(s.proposed) for s in gen.steps)
+
+
+# ---------------------------------------------------------------- greedy identity
+
+
+@pytest.mark.parametrize("prompt_text", PROMPTS[:3])
+@pytest.mark.parametrize(
+    ("make_draft", "k"),
+    [(lambda m: PromptLookup(), 4), (lambda m: PromptLookup(max_ngram=1), 8),
+     (lambda m: ModelDraft(m.draft, min_confidence=0.6), 5),
+     (lambda m: m.draft, AdaptiveK()), (lambda m: m.draft, TheoryK(c=0.1)),
+     (lambda m: PromptLookup(), AdaptiveK(start=2, k_max=8))],
+    ids=["lookup", "lookup-unigram", "confidence", "adaptive", "theory", "lookup-adaptive"],
+)
+def test_greedy_output_equals_the_targets(shipped, prompt_text, make_draft, k):
+    prompt = shipped.tokenizer.encode(prompt_text)
+    expected = generate(shipped.target, prompt, max_new_tokens=48, temperature=0).tokens
+    gen = speculative_generate(shipped.target, make_draft(shipped), prompt, k=k,
+                               max_new_tokens=48, temperature=0)
+    assert gen.tokens.tolist() == expected.tolist()
+
+
+def test_prompt_lookup_accepts_copies_and_costs_no_draft_calls(shipped):
+    text = "for i in range(10):\n    print(i)\nfor i in range(10):\n    print("
+    prompt = shipped.tokenizer.encode(text)
+    gen = speculative_generate(shipped.target, PromptLookup(), prompt, k=6, max_new_tokens=30,
+                               temperature=0)
+    assert gen.n_draft_calls == 0 and gen.n_accepted > 0 and gen.tau > 1
+
+
+def test_fixed_k_is_the_int(shipped):
+    prompt = shipped.tokenizer.encode(PROMPTS[1])
+    a = speculative_generate(shipped.target, shipped.draft, prompt, k=3, max_new_tokens=30,
+                             seed=7)
+    b = speculative_generate(shipped.target, shipped.draft, prompt, k=FixedK(3),
+                             max_new_tokens=30, seed=7)
+    assert a.tokens.tolist() == b.tokens.tolist() and a.steps == b.steps
+
+
+def test_same_seed_same_tokens_with_lookup_and_a_policy(shipped):
+    prompt = shipped.tokenizer.encode(PROMPTS[2])
+    runs = [speculative_generate(shipped.target, PromptLookup(), prompt, k=AdaptiveK(),
+                                 max_new_tokens=40, seed=11).tokens.tolist() for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------- policies
+
+
+def trace(*steps: tuple[int, int]) -> Generation:
+    """A trace whose steps proposed n tokens and accepted a of them."""
+    gen = Generation(tokens=ids(), prompt=ids(0))
+    gen.steps = [Step(tuple(range(n)), a, tuple(range(a + 1)), "bonus" if a == n else
+                      "correction") for n, a in steps]
+    return gen
+
+
+def test_adaptive_k_grows_on_full_acceptance_and_shrinks_otherwise():
+    policy = AdaptiveK(start=4, k_min=2, k_max=7)
+    assert policy.after(4, trace((4, 4))) == 6
+    assert policy.after(6, trace((6, 6))) == 7  # capped
+    assert policy.after(4, trace((4, 3))) == 3
+    assert policy.after(2, trace((2, 0))) == 2  # floored
+    assert policy.after(5, trace((0, 0))) == 5  # nothing drafted: unchanged
+
+
+def test_theory_k_follows_the_running_alpha():
+    policy = TheoryK(c=0.1, alpha0=0.6, prior=4, k_max=12)
+    assert policy.start == optimal_k(0.6, 0.1, 12)
+    good = trace(*[(4, 4)] * 10)  # 40 of 40 accepted (checked 40)
+    bad = trace(*[(4, 0)] * 10)  # 0 accepted of 10 checked
+    assert policy.alpha(good) == pytest.approx((2.4 + 40) / 44)
+    assert policy.alpha(bad) == pytest.approx(2.4 / 14)
+    assert policy.after(4, good) > policy.start > policy.after(4, bad)
+    assert policy.after(4, good) == optimal_k(policy.alpha(good), 0.1, 12)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "name"),
+    [(lambda: FixedK(0), ValueError, "k"), (lambda: AdaptiveK(start=0), ValueError, "start"),
+     (lambda: AdaptiveK(k_min=3, k_max=2), ValueError, "k_max"),
+     (lambda: AdaptiveK(start=9, k_max=8), ValueError, "start"),
+     (lambda: TheoryK(c=-1), ValueError, "c"), (lambda: TheoryK(c=0.1, alpha0=1), ValueError,
+                                                "alpha0"),
+     (lambda: TheoryK(c=0.1, prior=0), ValueError, "prior"),
+     (lambda: as_draft_length("3"), TypeError, "k"), (lambda: as_draft_length(0), ValueError, "k")],
+)
+def test_policies_reject_bad_settings(make, error, name):
+    with pytest.raises(error, match=name):
+        make()
+
+
+# ---------------------------------------------------------------- a proposer that misbehaves
+
+
+class Scripted:
+    """A proposer that answers whatever it is told to."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    def propose(self, context, k, sampling, rng):
+        return self.answer(k)
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [(lambda k: Draft(ids(*range(k + 1)), None, 0), ValueError),  # too many
+     (lambda k: Draft(ids(1, V), None, 0), ValueError),  # outside the vocabulary
+     (lambda k: Draft(np.array([0.5]), None, 0), ValueError),  # not ids
+     (lambda k: Draft(ids(1), np.zeros((1, V)), 0), ValueError),  # q gives its token 0
+     (lambda k: Draft(ids(1), np.ones((2, V)) / V, 0), ValueError),  # q's shape
+     (lambda k: [1, 2], TypeError)],  # not a Draft
+    ids=["too-many", "out-of-vocab", "floats", "q-zero", "q-shape", "not-a-draft"],
+)
+def test_a_bad_proposal_is_refused_with_the_proposers_name(shipped, answer, error):
+    prompt = shipped.tokenizer.encode(PROMPTS[0])
+    with pytest.raises(error, match="proposer"):
+        speculative_generate(shipped.target, Scripted(answer), prompt, k=3, max_new_tokens=5,
+                             temperature=0)
+
+
+def test_a_draft_that_is_neither_model_nor_proposer_is_refused(shipped):
+    with pytest.raises(TypeError, match="draft"):
+        speculative_generate(shipped.target, object(), [1, 2], k=3, max_new_tokens=5)
