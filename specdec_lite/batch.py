@@ -6,7 +6,8 @@
    ``max_batch``, and their prompts are prefilled; a sequence can join between any two
    steps, and leaves as soon as it finishes.
 2. **Propose** (:meth:`BatchEngine.propose`): the draft q drafts up to k tokens for every
-   sequence, one batched draft call per draft position.
+   sequence, one batched draft call per draft position. A proposer that is not a model
+   (:class:`specdec_lite.proposers.PromptLookup`) is asked one sequence at a time.
 3. **Verify** (:meth:`BatchEngine.verify_batch`): ONE target call scores all B × (k + 1)
    positions, each sequence over its own cache, positions and causal mask (ragged blocks
    padded and masked, see :mod:`specdec_lite.batch_kv`); then each sequence runs
@@ -57,9 +58,10 @@ import numpy as np
 
 from .batch_kv import batch_rows
 from .checks import check_eos, check_int, check_prompt, check_tokens, check_window
-from .decode import Generation, Step, cut_at_eos
+from .decode import Generation, Step, check_draft, cut_at_eos
 from .distributions import Sampling, as_generator, sample
 from .models import check_model
+from .proposers import as_proposer, one_hot_rows
 from .verify import Verification, check_rule, verify_checked
 
 
@@ -130,13 +132,19 @@ class BatchEngine:
                  inject_fault: Callable[[int], None] | None = None,
                  **rule_params: float) -> None:
         self.vocab = check_model(target, "target")
-        if draft is not None and check_model(draft, "draft") != self.vocab:
+        # a proposer that is not a model (prompt lookup) is asked one sequence at a time
+        is_model = draft is not None and callable(getattr(draft, "probs", None))
+        self.proposer = (as_proposer(draft, self.vocab) if draft is not None and not is_model
+                         else None)
+        if is_model and check_model(draft, "draft") != self.vocab:
             raise ValueError(f"draft.vocab_size={draft.vocab_size} differs from "
                              f"target.vocab_size={self.vocab}")
         k = (4 if draft is not None else 0) if k is None else check_int(k, "k", 0)
         if k > 0 and draft is None:
             raise ValueError(f"k={k} needs a draft model (draft is None)")
         self.target, self.draft = target, (draft if k > 0 else None)
+        if k == 0:
+            self.proposer = None
         self.k = k
         # the default of every sequence; each may bring its own (``add(sampling=...)``)
         self.sampling = Sampling.checked(temperature, top_k, top_p)
@@ -145,7 +153,8 @@ class BatchEngine:
         self.rule, self.params = rule, check_rule(rule, rule_params)
         self.max_batch = check_int(max_batch, "max_batch", 1)
         self._target_rows = batch_rows(target, "target", self.max_batch)
-        self._draft_rows = batch_rows(draft, "draft", self.max_batch) if self.k else None
+        self._draft_rows = (batch_rows(draft, "draft", self.max_batch)
+                            if self.k and self.proposer is None else None)
         self.active: list[SequenceState] = []  # in slot order
         self.waiting: deque[SequenceState] = deque()
         self._ids = itertools.count()
@@ -245,7 +254,7 @@ class BatchEngine:
         tokens, the draft one fewer."""
         check_window(self.target, "target", n_prompt, max_new_tokens,
                      n_prompt + max_new_tokens - 1 if max_new_tokens else 0)
-        if self.draft is not None:
+        if self.draft is not None and self.proposer is None:
             check_window(self.draft, "draft", n_prompt, max_new_tokens,
                          n_prompt + max_new_tokens - 2 if max_new_tokens >= 2 else 0)
 
@@ -361,6 +370,8 @@ class BatchEngine:
         ``speculative_generate``)."""
         states = self.active
         k_steps = [min(self.k, s.max_new_tokens - s.n_new - 1) for s in states]
+        if self.proposer is not None:
+            return [self._ask_proposer(s, k) for s, k in zip(states, k_steps, strict=True)]
         ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
                for s, k in zip(states, k_steps, strict=True)]
         q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
@@ -378,6 +389,15 @@ class BatchEngine:
                                          else sample(q_b[i], s.rng))
         return [Proposal(s, c[len(s.context):], q_b)
                 for s, c, q_b in zip(states, ctx, q, strict=True)]
+
+    def _ask_proposer(self, state: SequenceState, k: int) -> Proposal:
+        """One sequence's proposal from a proposer that is not a model (checked as
+        ``speculative_generate`` checks it)."""
+        draft = self.proposer.propose(state.context, k, state.sampling, state.rng)
+        drafted = check_draft(draft, k, self.vocab)  # [k_b]
+        state.gen.n_draft_calls += draft.n_calls
+        q = draft.q if draft.q is not None else one_hot_rows(drafted, self.vocab)  # [k_b, V]
+        return Proposal(state, drafted, q)
 
     def verify_batch(self, proposals: list[Proposal]) -> list[Verification]:
         """The verification of one step: ONE target call over every sequence's context

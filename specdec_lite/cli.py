@@ -1,8 +1,10 @@
 """Command line: ``python -m specdec_lite generate ...``, ``... bench ...`` and ``... serve``.
 
-``generate`` fits an n-gram target and a smaller n-gram draft on the bundled
-corpus (CPython standard-library source, see ``specdec_lite/data``), decodes
-the prompt speculatively and prints the text with its statistics.
+``generate`` continues a prompt with speculative decoding and prints the text with its
+statistics: the shipped GPT target with its distilled GPT draft or prompt lookup
+(``--draft lookup``), or n-gram models fitted on the bundled corpus (``--models ngram``;
+CPython standard-library source, see ``specdec_lite/data``). ``--k auto`` lets the draft
+length adapt from step to step (:class:`specdec_lite.draft_length.AdaptiveK`).
 
 ``bench`` benchmarks autoregressive, draft-model speculative and Medusa decoding
 of the shipped models on held-out prompts (``specdec_lite.bench``), prints a
@@ -50,6 +52,10 @@ def _int_list(text: str) -> tuple[int, ...]:
     if min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
     return values
+
+
+def _k_or_auto(text: str) -> int | str:
+    return "auto" if text == "auto" else _integer(text)
 
 
 def _positive(text: str) -> int:
@@ -100,6 +106,12 @@ def _add_bench(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--hf", action="store_true", help="add the transformers rows "
                        "(specdec_lite.bench.hf; needs the hf extra)")
+    bench.add_argument("--drafters", action="store_true",
+                       help="instead, compare draft sources and draft-length policies (GPT "
+                       "draft with fixed, adaptive and theory-chosen k and a confidence stop; "
+                       "prompt lookup) with plain decoding (specdec_lite.bench.drafters); "
+                       "takes --quick, --json, --prompts, --prompt-len, --new-tokens, "
+                       "--repeats, --seed and --backend")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,14 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the HTTP service (FastAPI; see `serve --help`)")
     gen = commands.add_parser(
         "generate",
-        help="speculative decoding with n-gram models fitted on the bundled corpus",
-        description="Fit an n-gram target and draft on the bundled Python-stdlib corpus and "
-        "continue PROMPT with speculative decoding. Prints the text, then alpha (accepted / "
-        "checked draft tokens), the acceptance rate (accepted / proposed), tau (tokens per "
-        "target call), call counts and wall time.",
+        help="speculative decoding with the shipped GPT pair (or n-gram models)",
+        description="Continue PROMPT with speculative decoding: the shipped GPT target with "
+        "its distilled draft or prompt lookup, or (--models ngram) an n-gram target and "
+        "draft fitted on the bundled Python-stdlib corpus. Prints the text, then alpha "
+        "(accepted / checked draft tokens), the acceptance rate (accepted / proposed), tau "
+        "(tokens per target call), call counts and wall time.",
     )
     gen.add_argument("--prompt", required=True, help="text to continue (ASCII characters)")
-    gen.add_argument("--k", type=_integer, default=4, help="draft tokens per step (default 4)")
+    gen.add_argument("--models", choices=("gpt", "ngram"), default="gpt",
+                     help="the shipped GPT target and draft (default), or n-gram models "
+                     "fitted on the corpus at start-up")
+    gen.add_argument("--draft", choices=("model", "lookup"), default="model",
+                     help="draft with the draft model (default) or by prompt lookup "
+                     "(copying from earlier in the text; no draft model)")
+    gen.add_argument("--k", type=_k_or_auto, default=4,
+                     help="draft tokens per step, or 'auto' to adapt it step by step "
+                     "(default 4)")
     gen.add_argument(
         "--max-new-tokens", type=_integer, default=80, help="tokens to generate (default 80)"
     )
@@ -220,10 +241,39 @@ def _check_plotting(path: str | None) -> None:
         raise ValueError("--plot needs matplotlib: pip install 'specdec_lite[book]'") from None
 
 
+def _run_drafters(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
+    from . import bench
+    from .bench import drafters
+    from .bench.config import resolve_backend
+
+    for flag in ("plot", "compare", "simulate_width", "k", "trees"):
+        if getattr(args, flag) not in (None, False):
+            raise ValueError(f"--{flag.replace('_', '-')} does not apply to --drafters")
+    if args.hf:
+        raise ValueError("--hf does not apply to --drafters")
+    settings = drafters.QUICK if args.quick else drafters.DrafterSettings()
+    given = {name: getattr(args, name) for name in ("prompts", "prompt_len", "new_tokens",
+                                                    "repeats") if getattr(args, name)}
+    settings = replace(settings, seed=args.seed, backend=args.backend, **given)
+    resolve_backend(settings.backend)  # an unusable backend fails before the run
+    if not set(bench.BLAS_VARS) & set(os.environ):
+        bench.pin_blas_threads(1)
+    data = drafters.measure(settings, progress=not args.no_progress)
+    print(drafters.format_rows(data))
+    if args.json:
+        drafters.write_json(data, args.json)
+        print(f"wrote {args.json}")
+
+
 def _run_bench(args: argparse.Namespace) -> None:
     from . import bench
 
     _check_output("--json", args.json, folder=False)  # bad paths fail before the run
+    if args.drafters:
+        _run_drafters(args)
+        return
     _check_output("--plot", args.plot, folder=True)
     _check_plotting(args.plot)
     settings = _bench_settings(args).check()
@@ -264,30 +314,40 @@ def _run_bench(args: argparse.Namespace) -> None:
 
 
 def _run_generate(args: argparse.Namespace) -> None:
-    tokenizer = CharTokenizer.ascii()
-    prompt = tokenizer.encode(args.prompt)  # before fitting, so a bad prompt fails fast
+    from .draft_length import AdaptiveK
+    from .proposers import PromptLookup
+
+    k = AdaptiveK() if args.k == "auto" else args.k
     rule_params = {
         name: getattr(args, name)
         for name in ("theta", "eps", "delta")
         if getattr(args, name) is not None
     }
-    _, target, draft = fit_ngrams(args.target_order, args.draft_order)
     start = time.perf_counter()
-    gen = speculative_generate(
-        target,
-        draft,
-        prompt,
-        k=args.k,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        rule=args.rule,
-        seed=args.seed,
-        **rule_params,
-    )
+    if args.models == "gpt":
+        from .pretrained import load_pretrained
+
+        shipped = load_pretrained()
+        tokenizer, target, draft = shipped.tokenizer, shipped.target, shipped.draft
+    else:
+        tokenizer = CharTokenizer.ascii()
+        tokenizer.encode(args.prompt)  # before fitting, so a bad prompt fails fast
+        _, target, draft = fit_ngrams(args.target_order, args.draft_order)
+    load_s = time.perf_counter() - start
+    prompt = tokenizer.encode(args.prompt)
+    if args.draft == "lookup":
+        draft = PromptLookup()
+    start = time.perf_counter()
+    gen = speculative_generate(target, draft, prompt, k=k, max_new_tokens=args.max_new_tokens,
+                               temperature=args.temperature, rule=args.rule, seed=args.seed,
+                               **rule_params)
     wall = time.perf_counter() - start
     print(args.prompt + tokenizer.decode(gen.tokens))
     print("---")
-    print(f"rule={args.rule} k={args.k} temperature={args.temperature:g} seed={args.seed}")
+    models = "shipped GPT target" if args.models == "gpt" else "n-gram target"
+    drafter = "prompt lookup" if args.draft == "lookup" else f"{args.models} draft"
+    print(f"{models}, {drafter}; rule={args.rule} k={args.k} "
+          f"temperature={args.temperature:g} seed={args.seed}")
     print(f"alpha (accepted / checked)   {gen.alpha:.3f}")
     print(f"accepted / proposed          {gen.acceptance_rate:.3f}")
     print(f"tau (tokens per target call) {gen.tau:.3f}")
@@ -295,7 +355,8 @@ def _run_generate(args: argparse.Namespace) -> None:
         f"target calls {gen.n_target_calls}, draft calls {gen.n_draft_calls}, "
         f"tokens {len(gen.tokens)}"
     )
-    print(f"wall time {wall * 1000:.1f} ms (decoding only, n-gram fit excluded)")
+    print(f"wall time {wall * 1000:.1f} ms decoding ({load_s * 1000:.0f} ms loading the "
+          "models, not included)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

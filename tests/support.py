@@ -28,6 +28,7 @@ from specdec_lite.decode import Generation, generate, speculative_generate
 from specdec_lite.exactness import chi2_isf, chi_square, sequence_law, small_pair
 from specdec_lite.medusa import MedusaHeads, chain_tree, medusa_generate
 from specdec_lite.pretrained import load_pretrained
+from specdec_lite.proposers import PromptLookup
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
 # ---------------------------------------------------------------- paths
@@ -204,11 +205,11 @@ def alarm_after(seconds: int):
 #
 # :func:`reference` decodes a request body in-process with the library function the
 # service's engine for that ``method`` stands for (see ``specdec_lite/service/engines.py``):
-# ``plain`` is :func:`~specdec_lite.decode.generate`, ``draft`` and ``ngram`` are
-# :func:`~specdec_lite.decode.speculative_generate` with the distilled GPT or the corpus
-# 3-gram as q, ``medusa`` is :func:`~specdec_lite.medusa.medusa_generate` (its default tree
-# at T = 0, a chain of k heads with the exact rule otherwise). A seeded request must give
-# exactly these tokens and these statistics.
+# ``plain`` is :func:`~specdec_lite.decode.generate`, ``draft``, ``ngram`` and ``lookup``
+# are :func:`~specdec_lite.decode.speculative_generate` with the distilled GPT, the corpus
+# 3-gram or prompt lookup as q, ``medusa`` is :func:`~specdec_lite.medusa.medusa_generate`
+# (its default tree at T = 0, a chain of k heads with the exact rule otherwise). A seeded
+# request must give exactly these tokens and these statistics.
 
 PROMPTS = ["def __init__(self", "import os\n", "    return ", "class Foo(object):\n    ",
            "for i in range(", "if __name__ == "]
@@ -244,7 +245,8 @@ def reference(models: Models, body: dict) -> Generation:
                                temperature=t, tree=None if t == 0 else chain_tree(k),
                                rule="greedy" if t == 0 else "exact",
                                seed=np.random.default_rng(seed), top_p=top_p)
-    draft = models.draft if method == "draft" else models.ngram_draft
+    draft = {"draft": models.draft, "ngram": models.ngram_draft,
+             "lookup": PromptLookup()}[method]
     return speculative_generate(models.target, draft, prompt, k=k, max_new_tokens=n,
                                 temperature=t, seed=seed, top_p=top_p)
 

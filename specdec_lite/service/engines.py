@@ -6,7 +6,9 @@ every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` fo
 
 - ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.batch.BatchEngine`
   (continuous batching, one target forward per step for the whole group). ``draft`` drafts
-  with the distilled 1-layer GPT, ``ngram`` with the 3-gram model of the bundled corpus.
+  with the distilled 1-layer GPT, ``ngram`` with the 3-gram model of the bundled corpus,
+  ``lookup`` by prompt lookup (:class:`specdec_lite.proposers.PromptLookup`: tokens copied
+  from earlier in the prompt and output, no draft model).
   Verification failures fall back to plain decoding for that step (the output law stays
   exact), and a circuit breaker stops drafting after repeated failures.
 - ``medusa`` decodes one request at a time, whole, with
@@ -26,6 +28,7 @@ from ..batch import BatchEngine, Sampling
 from ..breaker import CircuitBreaker
 from ..decode import Step
 from ..medusa import chain_tree, medusa_generate
+from ..proposers import PromptLookup
 from .scheduler import Settings, StepUpdate
 
 
@@ -151,7 +154,8 @@ class EngineFactory:
                     max_batch: int):
         if method == "medusa":
             return MedusaStepEngine(self.target, self.heads, k, temperature, top_p)
-        draft = {"plain": None, "draft": self.draft, "ngram": self.ngram_draft}[method]
+        draft = {"plain": None, "draft": self.draft, "ngram": self.ngram_draft,
+                 "lookup": PromptLookup()}[method]
         engine = BatchEngine(self.target, draft, k=k if draft is not None else 0,
                              temperature=temperature, top_p=top_p, max_batch=max_batch,
                              fall_back=True, breaker=self.new_breaker(),

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-METHODS = ("plain", "draft", "ngram", "medusa")
+METHODS = ("plain", "draft", "ngram", "lookup", "medusa")
 
 # Largest prompt the API takes, in characters (the tokenizer is one token per character).
 MAX_PROMPT_CHARS = 200
@@ -48,7 +48,7 @@ class CompletionRequest(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     stream: bool = False
-    method: Literal["plain", "draft", "ngram", "medusa"] = "draft"
+    method: Literal["plain", "draft", "ngram", "lookup", "medusa"] = "draft"
     k: int = Field(default=4, ge=1, le=16)
     request_id: str | None = Field(default=None, min_length=1, max_length=64,
                                    pattern=r"^[A-Za-z0-9_.-]+$")

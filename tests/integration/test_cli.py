@@ -196,3 +196,77 @@ def test_plot_without_matplotlib_is_reported_before_running(tmp_path, capsys, no
     assert cli.main(["bench", "--quick", "--plot", str(tmp_path / "figs")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--plot needs matplotlib" in err, err
+
+
+# ---------------------------------------------------------------- generate
+
+
+def run_generate(argv: list[str], capsys) -> tuple[str, str]:
+    assert cli.main(["generate", *argv]) == 0
+    out = capsys.readouterr().out
+    text, _, stats = out.partition("\n---\n")
+    return text, stats
+
+
+@pytest.mark.parametrize("extra", [[], ["--draft", "lookup"], ["--k", "auto"],
+                                   ["--draft", "lookup", "--k", "auto"]])
+def test_generate_greedy_prints_the_targets_greedy_text(extra, capsys) -> None:
+    from specdec_lite import generate, load_pretrained
+
+    shipped = load_pretrained()
+    prompt = "def __init__(self"
+    expected = generate(shipped.target, shipped.tokenizer.encode(prompt), max_new_tokens=40,
+                        temperature=0).tokens
+    text, stats = run_generate(["--prompt", prompt, "--max-new-tokens", "40",
+                                "--temperature", "0", *extra], capsys)
+    assert text == prompt + shipped.tokenizer.decode(expected)
+    assert "shipped GPT target" in stats and "tau (tokens per target call)" in stats
+    if "lookup" in extra:
+        assert "prompt lookup" in stats and "draft calls 0," in stats
+
+
+def test_generate_with_ngram_models(capsys) -> None:
+    text, stats = run_generate(["--prompt", "import os\n", "--models", "ngram",
+                                "--max-new-tokens", "20", "--seed", "3"], capsys)
+    assert text.startswith("import os\n") and "n-gram target" in stats
+
+
+@pytest.mark.parametrize("argv", [["--k", "0"], ["--k", "often"], ["--draft", "medusa"],
+                                  ["--models", "llama"], ["--max-new-tokens", "-1"]])
+def test_generate_bad_arguments_are_one_line(argv, capsys) -> None:
+    assert exit_status(["generate", "--prompt", "x", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error" in err
+
+
+def exit_status(argv: list[str]) -> int:
+    """main's status: argparse exits for a malformed argument, main returns 2 for a value
+    the library refuses."""
+    try:
+        return cli.main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def test_bench_drafters_refuses_options_it_does_not_take(capsys) -> None:
+    assert exit_status(["bench", "--drafters", "--k", "3"]) == 2
+    assert "--k does not apply to --drafters" in capsys.readouterr().err
+
+
+def test_bench_drafters_quick_writes_its_result(tmp_path, capsys) -> None:
+    from specdec_lite import load_pretrained
+    from specdec_lite.bench import drafters
+
+    out = tmp_path / "drafters.json"
+    assert cli.main(["bench", "--drafters", "--quick", "--no-progress", "--backend", "numpy",
+                     "--json", str(out)]) == 0
+    data = drafters.read_json(out)
+    labels = {(r["method"], r["temperature"]) for r in data["rows"]}
+    names = drafters.methods(load_pretrained().draft, 0.1)
+    assert labels == {(m, t) for m in names for t in (0.0, 1.0)}
+    for row in data["rows"]:
+        lo, hi = row["speedup_ci"]
+        assert lo <= row["speedup"] <= hi and row["tau"] >= 1
+        if row["temperature"] == 0:
+            assert row["matches_plain"] == 1.0  # greedy identity, every run
+    assert data["backend"] == "numpy" and "numpy forward" in capsys.readouterr().out

@@ -267,7 +267,7 @@ def test_stream_concatenates_to_the_whole_answer(server, method, temperature):
 # ------------------------------------------------------------------ seeded determinism
 
 CASES = [("plain", 0.0), ("plain", 1.0), ("draft", 0.0), ("draft", 1.0), ("ngram", 0.0),
-         ("ngram", 0.8), ("medusa", 0.0), ("medusa", 1.0)]
+         ("ngram", 0.8), ("lookup", 0.0), ("lookup", 1.0), ("medusa", 0.0), ("medusa", 1.0)]
 
 
 @pytest.mark.parametrize("method, temperature", CASES)

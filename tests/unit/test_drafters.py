@@ -217,3 +217,21 @@ def test_a_bad_proposal_is_refused_with_the_proposers_name(shipped, answer, erro
 def test_a_draft_that_is_neither_model_nor_proposer_is_refused(shipped):
     with pytest.raises(TypeError, match="draft"):
         speculative_generate(shipped.target, object(), [1, 2], k=3, max_new_tokens=5)
+
+
+# ---------------------------------------------------------------- the batched engine
+
+
+def test_batched_prompt_lookup_equals_the_single_sequence_loop(shipped):
+    from specdec_lite import speculative_generate_batch
+
+    prompts = [shipped.tokenizer.encode(p) for p in PROMPTS[:4]]
+    for temperature in (0.0, 1.0):
+        batch = speculative_generate_batch(shipped.target, PromptLookup(), prompts, k=5,
+                                           max_new_tokens=32, temperature=temperature,
+                                           seeds=[3, 4, 5, 6])
+        for prompt, seed, gen in zip(prompts, [3, 4, 5, 6], batch, strict=True):
+            alone = speculative_generate(shipped.target, PromptLookup(), prompt, k=5,
+                                         max_new_tokens=32, temperature=temperature, seed=seed)
+            assert gen.tokens.tolist() == alone.tokens.tolist()
+            assert gen.steps == alone.steps and gen.n_draft_calls == 0
