@@ -16,6 +16,7 @@ measured c, and with a confidence stop; prompt lookup at k = 4 and 8 and with ad
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -98,7 +99,8 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
                          s.seed + 1000 * repeat + p)
         wall = time.perf_counter() - start
         runs.append({"method": label, "temperature": t, "prompt": p, "repeat": repeat,
-                     "wall_s": wall, "tokens": gen.tokens.tolist(),
+                     "wall_s": wall, "n_tokens": len(gen.tokens),
+                     "tokens_sha256": hashlib.sha256(gen.tokens.tobytes()).hexdigest()[:16],
                      "target_calls": gen.n_target_calls, "draft_calls": gen.n_draft_calls,
                      "accepted": gen.n_accepted, "checked": gen.n_checked,
                      "proposed": gen.n_proposed})
@@ -118,13 +120,13 @@ def summarise(runs: list[dict], label: str, temperature: float, seed: int) -> di
 
     mine, base = cell_map(label), cell_map(PLAIN)
     cells = sorted(set(mine) & set(base))
-    rate = np.array([len(mine[x]["tokens"]) / mine[x]["wall_s"] for x in cells])  # [cells]
-    ratios = rate / np.array([len(base[x]["tokens"]) / base[x]["wall_s"] for x in cells])
+    rate = np.array([mine[x]["n_tokens"] / mine[x]["wall_s"] for x in cells])  # [cells]
+    ratios = rate / np.array([base[x]["n_tokens"] / base[x]["wall_s"] for x in cells])
     sel = [mine[x] for x in cells]
-    tokens = sum(len(r["tokens"]) for r in sel)
+    tokens = sum(r["n_tokens"] for r in sel)
     checked = sum(r["checked"] for r in sel)
-    matches = (float(np.mean([mine[x]["tokens"] == base[x]["tokens"] for x in cells]))
-               if temperature == 0 else None)
+    same = [mine[x]["tokens_sha256"] == base[x]["tokens_sha256"] for x in cells]
+    matches = float(np.mean(same)) if temperature == 0 else None
     return {"method": label, "temperature": temperature,
             "speedup": float(np.median(ratios)), "speedup_ci": list(bootstrap_ci(ratios, seed)),
             "tokens_per_s": float(np.median(rate)),
