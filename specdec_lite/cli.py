@@ -1,10 +1,11 @@
 """Command line: ``python -m specdec_lite generate ...``, ``... bench ...`` and ``... serve``.
 
-``generate`` continues a prompt with speculative decoding and prints the text with its
-statistics: the shipped GPT target with its distilled GPT draft or prompt lookup
-(``--draft lookup``), or n-gram models fitted on the bundled corpus (``--models ngram``;
-CPython standard-library source, see ``specdec_lite/data``). ``--k auto`` lets the draft
-length adapt from step to step (:class:`specdec_lite.draft_length.AdaptiveK`).
+``generate`` continues a prompt with the shipped GPT target and prints the text, a line
+``---`` and its statistics. ``--draft`` picks what drafts (the distilled GPT, the corpus
+n-gram, Medusa heads, prompt lookup, or none: plain decoding) and ``--policy`` how many
+tokens per step (:func:`specdec_lite.draft_length.named_policy`). ``--ngram-demo`` runs
+n-gram models fitted on the bundled corpus instead (CPython standard-library source, see
+``specdec_lite/data``).
 
 ``bench`` benchmarks autoregressive, draft-model speculative and Medusa decoding
 of the shipped models on held-out prompts (``specdec_lite.bench``), prints a
@@ -23,13 +24,23 @@ from dataclasses import replace
 from pathlib import Path
 
 from .corpus import fit_ngrams
-from .decode import speculative_generate
+from .decode import generate, speculative_generate
+from .draft_length import POLICIES
+from .medusa import chain_tree, medusa_generate
+from .proposers import PromptLookup
 from .tokenizer import CharTokenizer
 from .verify import RULES
 
+DRAFTS = ("gpt", "ngram", "medusa", "prompt-lookup", "none")
+
 
 class _OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr, exit status 2."""
+    """An ArgumentParser whose errors are one line on stderr, exit status 2, and whose
+    options are spelled out (no prefix matching: ``--draft`` never means ``--draft-order``)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -52,10 +63,6 @@ def _int_list(text: str) -> tuple[int, ...]:
     if min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
     return values
-
-
-def _k_or_auto(text: str) -> int | str:
-    return "auto" if text == "auto" else _integer(text)
 
 
 def _positive(text: str) -> int:
@@ -134,15 +141,21 @@ def build_parser() -> argparse.ArgumentParser:
         "(tokens per target call), call counts and wall time.",
     )
     gen.add_argument("--prompt", required=True, help="text to continue (ASCII characters)")
-    gen.add_argument("--models", choices=("gpt", "ngram"), default="gpt",
-                     help="the shipped GPT target and draft (default), or n-gram models "
-                     "fitted on the corpus at start-up")
-    gen.add_argument("--draft", choices=("model", "lookup"), default="model",
-                     help="draft with the draft model (default) or by prompt lookup "
-                     "(copying from earlier in the text; no draft model)")
-    gen.add_argument("--k", type=_k_or_auto, default=4,
-                     help="draft tokens per step, or 'auto' to adapt it step by step "
-                     "(default 4)")
+    gen.add_argument("--draft", choices=DRAFTS, default="gpt",
+                     help="what drafts: the distilled GPT (default), the corpus n-gram, "
+                     "Medusa heads, prompt lookup (copying from earlier in the text), or "
+                     "none (plain decoding)")
+    gen.add_argument("--policy", choices=POLICIES, default="fixed",
+                     help="draft length: k every step (fixed, default), adapted after each "
+                     "step (heuristic), cut short when the draft is unsure (confidence), or "
+                     "chosen from step costs timed on this machine, plain decoding where "
+                     "drafting cannot pay (auto)")
+    gen.add_argument("--k", type=_integer, default=4,
+                     help="draft tokens per step (the most, for heuristic and auto; "
+                     "Medusa's chain depth at T > 0) (default 4)")
+    gen.add_argument("--ngram-demo", action="store_true",
+                     help="instead of the shipped GPT target, an n-gram target and draft "
+                     "fitted on the bundled corpus at start-up (--target-order, --draft-order)")
     gen.add_argument(
         "--max-new-tokens", type=_integer, default=80, help="tokens to generate (default 80)"
     )
@@ -314,46 +327,61 @@ def _run_bench(args: argparse.Namespace) -> None:
 
 
 def _run_generate(args: argparse.Namespace) -> None:
-    from .draft_length import AdaptiveK
-    from .proposers import PromptLookup
-
-    k = AdaptiveK() if args.k == "auto" else args.k
     rule_params = {
         name: getattr(args, name)
         for name in ("theta", "eps", "delta")
         if getattr(args, name) is not None
     }
+    if args.ngram_demo and args.draft not in ("gpt", "none", "prompt-lookup"):
+        raise ValueError(f"--draft {args.draft} needs the shipped GPT target (no --ngram-demo)")
+    if args.policy != "fixed" and args.draft in ("none", "medusa"):
+        raise ValueError(f"--policy {args.policy} applies to --draft gpt, ngram or "
+                         f"prompt-lookup, not {args.draft}")
     start = time.perf_counter()
-    if args.models == "gpt":
-        from .pretrained import load_pretrained
-
-        shipped = load_pretrained()
-        tokenizer, target, draft = shipped.tokenizer, shipped.target, shipped.draft
-    else:
+    if args.ngram_demo:
         tokenizer = CharTokenizer.ascii()
         tokenizer.encode(args.prompt)  # before fitting, so a bad prompt fails fast
         _, target, draft = fit_ngrams(args.target_order, args.draft_order)
+        heads = None
+    else:
+        from .pretrained import load_pretrained
+
+        shipped = load_pretrained()
+        tokenizer, target, draft, heads = (shipped.tokenizer, shipped.target, shipped.draft,
+                                           shipped.heads)
+        if args.draft == "ngram":
+            draft = fit_ngrams()[2]
     load_s = time.perf_counter() - start
     prompt = tokenizer.encode(args.prompt)
-    if args.draft == "lookup":
-        draft = PromptLookup()
+    common = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                  seed=args.seed)
     start = time.perf_counter()
-    gen = speculative_generate(target, draft, prompt, k=k, max_new_tokens=args.max_new_tokens,
-                               temperature=args.temperature, rule=args.rule, seed=args.seed,
-                               **rule_params)
+    if args.draft == "none":
+        gen = generate(target, prompt, **common)
+    elif args.draft == "medusa":
+        greedy = args.temperature == 0
+        gen = medusa_generate(target, heads, prompt, tree=None if greedy else chain_tree(args.k),
+                              rule="greedy" if greedy else args.rule, **common, **rule_params)
+    else:
+        if args.draft == "prompt-lookup":
+            draft = PromptLookup()
+        gen = speculative_generate(target, draft, prompt, k=args.k, policy=args.policy,
+                                   rule=args.rule, **common, **rule_params)
     wall = time.perf_counter() - start
     print(args.prompt + tokenizer.decode(gen.tokens))
     print("---")
-    models = "shipped GPT target" if args.models == "gpt" else "n-gram target"
-    drafter = "prompt lookup" if args.draft == "lookup" else f"{args.models} draft"
-    print(f"{models}, {drafter}; rule={args.rule} k={args.k} "
+    models = "n-gram target (--ngram-demo)" if args.ngram_demo else "shipped GPT target"
+    drafter = {"gpt": "n-gram draft" if args.ngram_demo else "distilled GPT draft",
+               "ngram": "corpus n-gram draft", "medusa": "Medusa heads",
+               "prompt-lookup": "prompt lookup", "none": "no draft"}[args.draft]
+    print(f"{models}, {drafter}, policy {args.policy}; rule={args.rule} k={args.k} "
           f"temperature={args.temperature:g} seed={args.seed}")
     print(f"alpha (accepted / checked)   {gen.alpha:.3f}")
     print(f"accepted / proposed          {gen.acceptance_rate:.3f}")
     print(f"tau (tokens per target call) {gen.tau:.3f}")
     print(
         f"target calls {gen.n_target_calls}, draft calls {gen.n_draft_calls}, "
-        f"tokens {len(gen.tokens)}"
+        f"head calls {gen.n_head_calls}, tokens {len(gen.tokens)}"
     )
     print(f"wall time {wall * 1000:.1f} ms decoding ({load_s * 1000:.0f} ms loading the "
           "models, not included)")

@@ -30,11 +30,13 @@ window. A model without one (an n-gram) is unbounded.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .checks import check_eos, check_int, check_prompt, check_window
+from .costs import time_steps
 from .distributions import (
     Sampling,
     as_generator,
@@ -44,9 +46,9 @@ from .distributions import (
     sample,
     truncate,
 )
-from .draft_length import as_draft_length
+from .draft_length import StepCosts, as_draft_length, named_policy
 from .models import check_model, model_rows
-from .proposers import ModelDraft, as_proposer, one_hot_rows
+from .proposers import Draft, ModelDraft, as_proposer, one_hot_rows
 from .proposers import draft_block as draft_block  # re-exported: the model draft's loop
 from .verify import check_rule, verify_checked
 
@@ -212,6 +214,7 @@ def speculative_generate(
     eos_id: int | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
+    policy: str | None = None,
     **rule_params: float,
 ) -> Generation:
     """Speculative decoding (Leviathan et al. 2023, Algorithm 1), one target call per step.
@@ -229,14 +232,21 @@ def speculative_generate(
     ``draft`` is a model, or any proposer (:mod:`specdec_lite.proposers`, such as
     :class:`~specdec_lite.proposers.PromptLookup`); ``k`` is an int, or a draft-length
     policy (:mod:`specdec_lite.draft_length`) that picks each step's k from the steps
-    before it.
+    before it. ``policy`` names one instead (see
+    :func:`specdec_lite.draft_length.named_policy`): ``"fixed"`` (the default),
+    ``"heuristic"``, ``"confidence"``, or ``"auto"``, which prices k = 0..``k`` by timing
+    steps of this target and draft on this machine, once per process and pair, and
+    decodes plainly where no k pays. Its k depends on those timings, so at T > 0 one seed
+    can give different (equally exact) tokens in two processes; for a reproducible run
+    pass ``k=AutoK(costs)`` with saved costs.
 
     Because of that, the target never reads more than prompt + max_new_tokens - 1
     tokens and the draft more than prompt + max_new_tokens - 2, whatever ``k`` is. A run
     that would pass either model's window (``max_len`` or ``config.max_len``) is refused
     before any call with a ``ValueError`` naming ``max_new_tokens``.
     """
-    policy = as_draft_length(k)
+    if policy is None:
+        as_draft_length(k)  # a bad k fails first, as it always has
     vocab = check_model(target, "target")
     proposer = as_proposer(draft, vocab)
     prompt = check_prompt(prompt, vocab)
@@ -252,6 +262,8 @@ def speculative_generate(
     eos_id = check_eos(eos_id, vocab)
     params = check_rule(rule, rule_params)
     rng = as_generator(seed)
+    policy, proposer = named_policy(policy, k, proposer, lambda k_max: measured_costs(
+        target, proposer, prompt, sampling, rule, params, k_max))
     start = time.perf_counter()
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
@@ -274,7 +286,12 @@ def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
                      eos_id: int | None, gen: Generation) -> tuple[np.ndarray, bool]:
     """One step for one sequence ``seq`` [n]: ask ``proposer`` for up to ``k`` tokens,
     score them with one target call, verify with ``rule``, record the step in ``gen``.
-    Returns the emitted tokens [m] (cut after ``eos_id``) and whether EOS came."""
+    Returns the emitted tokens [m] (cut after ``eos_id``) and whether EOS came.
+
+    With k = 0 the proposer is not asked and the step is a plain decoding step: one
+    target row, its token drawn as the rule draws a bonus token (the same draws)."""
+    if k == 0:
+        return _plain_step(target, seq, sampling, rule, rng, eos_id, gen)
     draft = proposer.propose(seq, k, sampling, rng)
     drafted = check_draft(draft, k, target.vocab_size)  # [k_b]
     q = draft.q if draft.q is not None else one_hot_rows(drafted, target.vocab_size)
@@ -288,6 +305,66 @@ def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
     gen.steps.append(Step(tuple(drafted.tolist()), result.n_accepted, tuple(emitted.tolist()),
                           result.extra))
     return emitted, hit_eos
+
+
+def _plain_step(target: object, seq: np.ndarray, sampling: Sampling, rule: str,
+                rng: np.random.Generator, eos_id: int | None,
+                gen: Generation) -> tuple[np.ndarray, bool]:
+    p = sampling.warp(model_rows(target, seq, 1, "target", sampling.temperature))[0]  # [V]
+    gen.n_target_calls += 1
+    token = int(p.argmax()) if rule == "greedy" else sample(p, rng)
+    gen.steps.append(Step((), 0, (token,), "bonus"))
+    return np.array([token], dtype=np.int64), token == eos_id
+
+
+_MEASURED: dict[tuple, tuple] = {}  # (target, draft, greedy, k_max) ids -> (refs, costs)
+
+
+def measured_costs(target: object, proposer: object, prompt: np.ndarray, sampling: Sampling,
+                   rule: str, params: dict, k_max: int) -> StepCosts:
+    """Step costs for k = 0..``k_max`` of this target and proposer, timed on ``prompt``
+    (:func:`specdec_lite.costs.time_steps`) the first time a pair is asked for, then
+    remembered for as long as both models live. The timed steps draw from their own
+    Generator and record into a scratch trace, so the caller's run is untouched."""
+    drafter = getattr(proposer, "model", proposer)
+    key = (id(target), id(drafter), sampling.greedy, k_max)
+    known = _MEASURED.get(key)
+    if known is not None and known[0]() is target and known[1]() is drafter:
+        return known[2]
+    scratch = np.random.default_rng(0)
+    tail = np.resize(prompt[::-1], k_max)  # [k_max] stand-in drafts where none are proposed
+
+    def run_step(k: int) -> None:
+        gen = Generation(tokens=prompt[:0], prompt=prompt)
+        speculative_step(target, Padded(proposer, tail), prompt, k, sampling, rule, params,
+                         scratch, None, gen)
+
+    def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
+        for model, name in ((target, "target"), (drafter, "draft")):
+            if callable(getattr(model, "probs", None)):
+                model_rows(model, prompt[:-1], 1, name, 1.0)
+
+    costs = time_steps(run_step, k_max, reset=reset if len(prompt) > 1 else None)
+    _MEASURED[key] = (weakref.ref(target), weakref.ref(drafter), costs)
+    return costs
+
+
+class Padded:
+    """``proposer``, asked as usual (so its cost is paid), with its answer padded to k
+    tokens from ``tail``: a step then checks k tokens, as the cost of k is meant."""
+
+    def __init__(self, proposer: object, tail: np.ndarray) -> None:
+        self.proposer, self.tail = proposer, tail
+
+    def propose(self, context: np.ndarray, k: int, sampling: Sampling,
+                rng: np.random.Generator) -> Draft:
+        draft = self.proposer.propose(context, k, sampling, rng)
+        m = len(draft.tokens)
+        tokens = np.concatenate([draft.tokens, self.tail[: k - m]]).astype(np.int64)  # [k]
+        q = None
+        if draft.q is not None:
+            q = np.concatenate([draft.q, one_hot_rows(tokens[m:], draft.q.shape[1])])
+        return Draft(tokens, q, draft.n_calls)
 
 
 def check_draft(draft: object, k: int, vocab: int) -> np.ndarray:

@@ -16,14 +16,21 @@ keeps the exact rule exact: each step is an ordinary speculative step with some 
   drafts were all accepted, one fewer otherwise.
 * :class:`TheoryK`: estimate α from the counts so far and take the k that maximises
   Theorem 3.8's expected speedup for a draft costing ``c`` target calls per token.
+* :class:`AutoK`: the same, with the cost of a step with k drafts measured on this
+  machine (:class:`StepCosts`, from :func:`specdec_lite.costs.measure_step_costs`), k = 0
+  included: where no k pays, it decodes plainly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .checks import check_int, check_real
+from .proposers import ModelDraft
 from .theory import optimal_k
 
 if TYPE_CHECKING:
@@ -109,16 +116,146 @@ class TheoryK:
                 / (self.prior + gen.n_checked))
 
     def after(self, k: int, gen: Generation) -> int:
-        return optimal_k(min(self.alpha(gen), 0.999), self.c, self.k_max)
+        # optimal_k's argmax, in plain floats: Theorem 3.8 prices k drafts at k·c + 1
+        cost = tuple(k * self.c + 1.0 for k in range(self.k_max + 1))
+        return best_rate_k(min(self.alpha(gen), 0.999), cost, k_min=1)
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """``step_cost[k]``: the time of one step that drafts k tokens and checks them, in
+    units of one plain decoding step (so ``step_cost[0]`` is 1), for k = 0..k_max."""
+
+    step_cost: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        cost = np.asarray(self.step_cost, dtype=np.float64)
+        if (cost.ndim != 1 or len(cost) < 2 or not np.all(np.isfinite(cost))
+                or np.any(cost <= 0) or cost[0] != 1):
+            raise ValueError("step_cost must be two or more finite values > 0, starting "
+                             f"with 1, got {self.step_cost!r}")
+
+    @classmethod
+    def from_ratio(cls, ratio: object, c: float) -> StepCosts:
+        """Chapter 6's model: a step with k drafts costs k·c + r(k + 1), from the verify
+        ratios ``ratio`` [r(1) = 1, r(2), ...] and the draft cost ``c``."""
+        r = np.asarray(ratio, dtype=np.float64)
+        c = check_real(c, "c", minimum=0.0)
+        return cls(tuple(float(k * c + r[k]) for k in range(len(r))))
+
+    @property
+    def k_max(self) -> int:
+        return len(self.step_cost) - 1
+
+    def best_k(self, alpha: float) -> int:
+        """The k in 0..k_max with the most expected tokens per unit of time at ``alpha``:
+        E(α, k) / step_cost[k], where k = 0 (plain decoding) scores 1."""
+        return best_rate_k(alpha, self.step_cost)
+
+
+def best_rate_k(alpha: float, step_cost: tuple[float, ...], k_min: int = 0) -> int:
+    """argmax over k = k_min..len(step_cost) - 1 of E(α, k) / step_cost[k], the first on a
+    tie. Plain Python floats: a policy runs this once per step, for a dozen k at most."""
+    best, best_rate = k_min, -1.0
+    power = alpha ** k_min  # α^k, updated as k grows
+    for k in range(k_min, len(step_cost)):
+        power *= alpha  # α^(k + 1)
+        tokens = (1.0 - power) / (1.0 - alpha) if alpha < 1.0 else k + 1.0  # E(α, k)
+        rate = tokens / step_cost[k]
+        if rate > best_rate:
+            best, best_rate = k, rate
+    return best
+
+
+@dataclass(frozen=True)
+class AutoK:
+    """k from the recent α and the step costs measured on this machine.
+
+    Each k in 0..``costs.k_max`` is priced by ``costs`` (:class:`StepCosts`) and k = 0 is
+    a choice: where no k is expected to beat plain decoding, steps draft nothing. α is
+    estimated from the steps that drafted, each older step weighing ``decay`` times less
+    than the next (so a stretch the draft predicts well is noticed), starting from
+    ``prior`` pseudo-tokens at ``alpha0`` (only the last ``window`` steps are read: the
+    weight of older ones is below decay^window). After ``probe_every`` plain steps in a
+    row one step drafts a single token, so that the estimate can recover.
+    """
+
+    costs: StepCosts
+    alpha0: float = 0.6
+    prior: float = 2.0
+    decay: float = 0.8
+    probe_every: int = 16
+    window: int = 32
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.costs, StepCosts):
+            raise TypeError(f"costs must be a StepCosts, got {type(self.costs).__name__}")
+        if check_real(self.alpha0, "alpha0", minimum=0.0) >= 1:
+            raise ValueError(f"alpha0 must be < 1, got {self.alpha0}")
+        check_real(self.prior, "prior", positive=True)
+        if not 0 < check_real(self.decay, "decay", positive=True) <= 1:
+            raise ValueError(f"decay must be in (0, 1], got {self.decay}")
+        check_int(self.probe_every, "probe_every", 1)
+        check_int(self.window, "window", 1)
+
+    @property
+    def start(self) -> int:
+        return self.costs.best_k(self.alpha0)
+
+    def alpha(self, gen: Generation) -> float:
+        """The decayed estimate of α after ``gen``'s last ``window`` steps."""
+        accepted, checked = self.prior * self.alpha0, self.prior
+        for step in gen.steps[-self.window:]:
+            if step.proposed:
+                accepted = self.decay * accepted + step.n_accepted
+                checked = self.decay * checked + min(step.n_accepted + 1, len(step.proposed))
+        return accepted / checked
+
+    def after(self, k: int, gen: Generation) -> int:
+        best = self.costs.best_k(min(self.alpha(gen), 0.999))
+        if best == 0 and len(gen.steps) >= self.probe_every and not any(
+                s.proposed for s in gen.steps[-self.probe_every:]):
+            return 1  # a probe
+        return best
+
+
+POLICIES = ("fixed", "heuristic", "confidence", "auto")
+CONFIDENCE = 0.4  # Hugging Face's default assistant_confidence_threshold
+
+
+def named_policy(policy: str | None, k: object, proposer: object,
+                 measure: Callable[[int], StepCosts]) -> tuple[object, object]:
+    """(draft-length policy, proposer) for ``policy``, a name in :data:`POLICIES` or None:
+
+    * ``"fixed"`` (None): ``k`` tokens every step (an int, or a policy object as it is);
+    * ``"heuristic"``: :class:`AdaptiveK` starting at ``k``, up to max(k, 10);
+    * ``"confidence"``: up to ``k`` tokens, drafting stops after a token the draft model
+      gave less than :data:`CONFIDENCE` (a model draft only);
+    * ``"auto"``: :class:`AutoK` over k = 0..``k``, priced by ``measure(k)``.
+    """
+    if policy is None or policy == "fixed":
+        return as_draft_length(k), proposer
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES} or None, got {policy!r}")
+    k = check_int(k, "k", 1)
+    if policy == "heuristic":
+        return AdaptiveK(start=min(k, 10), k_max=max(k, 10)), proposer
+    if policy == "confidence":
+        if not isinstance(proposer, ModelDraft):
+            raise ValueError("policy 'confidence' needs a draft model (it reads the draft's "
+                             f"probabilities), got {type(proposer).__name__}")
+        return FixedK(k), ModelDraft(proposer.model, min_confidence=CONFIDENCE)
+    return AutoK(measure(k)), proposer
 
 
 def as_draft_length(k: object) -> object:
     """``k`` as a policy: an int as :class:`FixedK`, anything with ``start`` and an
     ``after(k, gen)`` method as it is; else ``TypeError``/``ValueError`` naming ``k``."""
     if hasattr(k, "start") and callable(getattr(k, "after", None)):
-        check_int(k.start, "k.start", 1)
+        check_int(k.start, "k.start", 0)
         return k
     return FixedK(check_int(k, "k", 1))
 
 
-__all__ = ["AdaptiveK", "FixedK", "TheoryK", "as_draft_length"]
+__all__ = ["CONFIDENCE", "POLICIES", "AdaptiveK", "AutoK", "FixedK", "StepCosts", "TheoryK",
+           "as_draft_length", "best_rate_k", "named_policy"]

@@ -9,9 +9,12 @@ the main benchmark prefills before timing), the bootstrap 95% CI of that median,
 draft-model calls per emitted token, and at T = 0 the share of runs whose tokens equal
 plain greedy decoding's (it must be 1).
 
-The methods: the distilled GPT draft at k = 3 (the main benchmark's best fixed k), with
-Hugging Face's adaptive k, with the k Theorem 3.8 picks from the running α and the
-measured c, and with a confidence stop; prompt lookup at k = 4 and 8 and with adaptive k.
+The methods (:data:`METHODS`): the distilled GPT draft at k = 3 (the main benchmark's
+best fixed k), with Hugging Face's adaptive k, with the k Theorem 3.8 picks from the
+running α and the measured c, with a confidence stop, and with the automatic policy
+(step costs timed on this machine, k = 0 allowed); prompt lookup at k = 4 and 8, adaptive
+and automatic. Each runs on two task categories (:func:`category_prompts`): completion
+of held-out code, and grounded prompts whose continuation copies text they contain.
 """
 
 from __future__ import annotations
@@ -27,20 +30,21 @@ import numpy as np
 
 from ..corpus import load_text
 from ..decode import Generation, generate, speculative_generate
-from ..draft_length import AdaptiveK, TheoryK
+from ..draft_length import TheoryK
 from ..pretrained import load_pretrained
-from ..proposers import ModelDraft, PromptLookup
+from ..proposers import PromptLookup
 from .config import choose_prompts, resolve_backend, schedule
 from .stats import bootstrap_ci
 from .timing import cost_curve, machine_info
 
-SCHEMA = "specdec_lite.bench.drafters/1"
+SCHEMA = "specdec_lite.bench.drafters/2"
 PLAIN = "plain decoding"
 
 
 @dataclass(frozen=True)
 class DrafterSettings:
     temperatures: tuple[float, ...] = (0.0, 1.0)
+    categories: tuple[str, ...] = ("completion", "grounded")
     prompts: int = 8
     prompt_len: int = 96
     new_tokens: int = 128
@@ -51,74 +55,109 @@ class DrafterSettings:
 
 
 QUICK = DrafterSettings(prompts=2, new_tokens=48, repeats=1, cost_repeats=5)
+CATEGORIES = ("completion", "grounded")
+COPY_START = 12  # a grounded prompt ends with this many characters of its snippet
 
 
-def methods(draft: object, c: float) -> dict[str, tuple[object, object] | None]:
-    """{label: (draft or proposer, k or policy)}, plain decoding as None."""
-    return {
-        PLAIN: None,
-        "GPT draft, k = 3": (draft, 3),
-        "GPT draft, adaptive k": (draft, AdaptiveK()),
-        "GPT draft, k from theory": (draft, TheoryK(c=c)),
-        "GPT draft, k = 6, confidence stop 0.5": (ModelDraft(draft, min_confidence=0.5), 6),
-        "prompt lookup, k = 4": (PromptLookup(), 4),
-        "prompt lookup, k = 8": (PromptLookup(), 8),
-        "prompt lookup, adaptive k": (PromptLookup(), AdaptiveK()),
-    }
+@dataclass(frozen=True)
+class Method:
+    """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft) or
+    ``"lookup"`` (prompt lookup); ``policy`` a name of
+    :func:`specdec_lite.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
+
+    label: str
+    drafter: str | None = None
+    policy: str = "fixed"
+    k: int = 0
 
 
-def decode_one(target: object, method: tuple | None, prompt: np.ndarray, new_tokens: int,
-               temperature: float, seed: int) -> Generation:
-    if method is None:
+METHODS = (
+    Method(PLAIN),
+    Method("GPT draft, k = 3", "gpt", "fixed", 3),
+    Method("GPT draft, adaptive k", "gpt", "heuristic", 4),
+    Method("GPT draft, k from theory", "gpt", "theory", 10),
+    Method("GPT draft, k = 6, confidence stop", "gpt", "confidence", 6),
+    Method("GPT draft, auto k", "gpt", "auto", 8),
+    Method("prompt lookup, k = 4", "lookup", "fixed", 4),
+    Method("prompt lookup, k = 8", "lookup", "fixed", 8),
+    Method("prompt lookup, adaptive k", "lookup", "heuristic", 4),
+    Method("prompt lookup, auto k", "lookup", "auto", 8),
+)
+
+
+def category_prompts(category: str, s: DrafterSettings) -> list[str]:
+    """Held-out prompts of a task category: ``completion`` continues a slice of held-out
+    code; ``grounded`` is a slice, a newline, and the slice's first ``COPY_START``
+    characters again, so the natural continuation copies text the prompt already has
+    (the situation prompt lookup is made for: an edit, a rename, a repeated block)."""
+    if category not in CATEGORIES:
+        raise ValueError(f"categories must be among {CATEGORIES}, got {category!r}")
+    text = load_text("heldout")
+    if category == "completion":
+        return choose_prompts(text, s.prompts, s.prompt_len, s.seed)
+    return [snippet + "\n" + snippet[:COPY_START]
+            for snippet in choose_prompts(text, s.prompts, s.prompt_len, s.seed + 1)]
+
+
+def decode_one(target: object, method: Method, drafters: dict, prompt: np.ndarray,
+               new_tokens: int, temperature: float, seed: int, c: float) -> Generation:
+    if method.drafter is None:
         return generate(target, prompt, max_new_tokens=new_tokens, temperature=temperature,
                         seed=seed)
-    draft, k = method
-    return speculative_generate(target, draft, prompt, k=k, max_new_tokens=new_tokens,
-                                temperature=temperature, seed=seed)
+    draft = drafters[method.label]
+    if method.policy == "theory":
+        return speculative_generate(target, draft, prompt, k=TheoryK(c=c, k_max=method.k),
+                                    max_new_tokens=new_tokens, temperature=temperature,
+                                    seed=seed)
+    return speculative_generate(target, draft, prompt, k=method.k, policy=method.policy,
+                                max_new_tokens=new_tokens, temperature=temperature, seed=seed)
 
 
 def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> dict:
     """Run the benchmark; the JSON-ready result (``SCHEMA``)."""
     backend = resolve_backend(s.backend)
     models = load_pretrained(backend=backend)
-    texts = choose_prompts(load_text("heldout"), s.prompts, s.prompt_len, s.seed)
-    prompts = [models.tokenizer.encode(t) for t in texts]
-    curve, draft_s, _, _ = cost_curve(models, None, prompts[0], 1, s.cost_repeats, s.seed)
+    prompts = {cat: [models.tokenizer.encode(t) for t in category_prompts(cat, s)]
+               for cat in s.categories}
+    first = prompts[s.categories[0]][0]
+    curve, draft_s, _, _ = cost_curve(models, None, first, 1, s.cost_repeats, s.seed)
     c = float(draft_s / curve[0])  # one draft forward in target forwards, isolated
-    table = methods(models.draft, c)
-    labels = list(table)
-    cells = [(t, label) for t in s.temperatures for label in labels]
-    for t, label in cells:  # warm-up, untimed
-        decode_one(models.target, table[label], prompts[0], s.new_tokens, t, s.seed)
+    drafters = {m.label: models.draft if m.drafter == "gpt" else PromptLookup()
+                for m in METHODS if m.drafter is not None}
+    cells = [(t, m) for t in s.temperatures for m in METHODS]
+    for t, m in cells:  # warm-up, untimed (an auto policy measures its step costs here)
+        decode_one(models.target, m, drafters, first, s.new_tokens, t, s.seed, c)
     runs = []
-    order = schedule(len(cells), len(prompts), s.repeats, s.seed)
-    for i, (repeat, p, m) in enumerate(order):
-        t, label = cells[m]
-        start = time.perf_counter()
-        gen = decode_one(models.target, table[label], prompts[p], s.new_tokens, t,
-                         s.seed + 1000 * repeat + p)
-        wall = time.perf_counter() - start
-        runs.append({"method": label, "temperature": t, "prompt": p, "repeat": repeat,
-                     "wall_s": wall, "n_tokens": len(gen.tokens),
-                     "tokens_sha256": hashlib.sha256(gen.tokens.tobytes()).hexdigest()[:16],
-                     "target_calls": gen.n_target_calls, "draft_calls": gen.n_draft_calls,
-                     "accepted": gen.n_accepted, "checked": gen.n_checked,
-                     "proposed": gen.n_proposed})
-        if progress and (i + 1) % 50 == 0:
-            print(f"  {i + 1}/{len(order)} runs", flush=True)
-    rows = [summarise(runs, label, t, s.seed) for t, label in cells]
+    for cat in s.categories:
+        order = schedule(len(cells), len(prompts[cat]), s.repeats, s.seed)
+        for i, (repeat, p, j) in enumerate(order):
+            t, m = cells[j]
+            start = time.perf_counter()
+            gen = decode_one(models.target, m, drafters, prompts[cat][p], s.new_tokens, t,
+                             s.seed + 1000 * repeat + p, c)
+            wall = time.perf_counter() - start
+            runs.append({"category": cat, "method": m.label, "temperature": t, "prompt": p,
+                         "repeat": repeat, "wall_s": wall, "n_tokens": len(gen.tokens),
+                         "tokens_sha256": hashlib.sha256(gen.tokens.tobytes()).hexdigest()[:16],
+                         "target_calls": gen.n_target_calls, "draft_calls": gen.n_draft_calls,
+                         "accepted": gen.n_accepted, "checked": gen.n_checked,
+                         "proposed": gen.n_proposed})
+            if progress and (i + 1) % 100 == 0:
+                print(f"  {cat}: {i + 1}/{len(order)} runs", flush=True)
+    rows = [summarise(runs, m, t, cat, s.seed) for cat in s.categories for t, m in cells]
     return {"schema": SCHEMA, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": machine_info(), "backend": backend, "settings": asdict(s),
             "c": c, "rows": rows, "runs": runs}
 
 
-def summarise(runs: list[dict], label: str, temperature: float, seed: int) -> dict:
-    """One method's row at one temperature (see the module docstring)."""
+def summarise(runs: list[dict], method: Method, temperature: float, category: str,
+              seed: int) -> dict:
+    """One method's row at one temperature in one category (see the module docstring)."""
     def cell_map(name: str) -> dict:
-        return {(r["prompt"], r["repeat"]): r for r in runs
-                if r["method"] == name and r["temperature"] == temperature}
+        return {(r["prompt"], r["repeat"]): r for r in runs if r["method"] == name
+                and r["temperature"] == temperature and r["category"] == category}
 
-    mine, base = cell_map(label), cell_map(PLAIN)
+    mine, base = cell_map(method.label), cell_map(PLAIN)
     cells = sorted(set(mine) & set(base))
     rate = np.array([mine[x]["n_tokens"] / mine[x]["wall_s"] for x in cells])  # [cells]
     ratios = rate / np.array([base[x]["n_tokens"] / base[x]["wall_s"] for x in cells])
@@ -127,7 +166,8 @@ def summarise(runs: list[dict], label: str, temperature: float, seed: int) -> di
     checked = sum(r["checked"] for r in sel)
     same = [mine[x]["tokens_sha256"] == base[x]["tokens_sha256"] for x in cells]
     matches = float(np.mean(same)) if temperature == 0 else None
-    return {"method": label, "temperature": temperature,
+    return {"method": method.label, "drafter": method.drafter, "policy": method.policy,
+            "category": category, "temperature": temperature,
             "speedup": float(np.median(ratios)), "speedup_ci": list(bootstrap_ci(ratios, seed)),
             "tokens_per_s": float(np.median(rate)),
             "alpha": sum(r["accepted"] for r in sel) / checked if checked else None,
@@ -159,16 +199,17 @@ def format_rows(data: dict) -> str:
     m = data["machine"]
     lines = [f"{m.get('cpu_model') or '?'}; BLAS kernel {m.get('blas', {}).get('kernel', '?')}; "
              f"{data['backend']} forward; c = {data['c']:.3f}",
-             f"{'method':<40}{'T':>4}{'speedup':>9}{'95% CI':>16}{'tau':>7}{'alpha':>7}"
-             f"{'k':>6}{'draft/tok':>10}"]
+             f"{'category':<11}{'method':<36}{'T':>4}{'speedup':>9}{'95% CI':>16}{'tau':>7}"
+             f"{'alpha':>7}{'k':>6}{'draft/tok':>10}"]
     for r in data["rows"]:
         lo, hi = r["speedup_ci"]
         alpha = "" if r["alpha"] is None else f"{r['alpha']:.2f}"
-        lines.append(f"{r['method']:<40}{r['temperature']:>4g}{r['speedup']:>8.2f}x"
-                     f"   [{lo:.2f}, {hi:.2f}]{r['tau']:>7.2f}{alpha:>7}{r['mean_k']:>6.2f}"
-                     f"{r['draft_calls_per_token']:>10.2f}")
+        lines.append(f"{r['category']:<11}{r['method']:<36}{r['temperature']:>4g}"
+                     f"{r['speedup']:>8.2f}x   [{lo:.2f}, {hi:.2f}]{r['tau']:>7.2f}{alpha:>7}"
+                     f"{r['mean_k']:>6.2f}{r['draft_calls_per_token']:>10.2f}")
     return "\n".join(lines)
 
 
-__all__ = ["PLAIN", "QUICK", "SCHEMA", "DrafterSettings", "format_rows", "measure", "methods",
-           "read_json", "summarise", "write_json"]
+__all__ = ["CATEGORIES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "DrafterSettings", "Method",
+           "category_prompts", "format_rows", "measure", "read_json", "summarise",
+           "write_json"]

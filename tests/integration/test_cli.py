@@ -208,8 +208,10 @@ def run_generate(argv: list[str], capsys) -> tuple[str, str]:
     return text, stats
 
 
-@pytest.mark.parametrize("extra", [[], ["--draft", "lookup"], ["--k", "auto"],
-                                   ["--draft", "lookup", "--k", "auto"]])
+@pytest.mark.parametrize("extra", [
+    [], ["--draft", "prompt-lookup"], ["--policy", "auto"], ["--policy", "heuristic"],
+    ["--policy", "confidence"], ["--draft", "prompt-lookup", "--policy", "auto"],
+    ["--draft", "ngram"], ["--draft", "medusa"], ["--draft", "none"]])
 def test_generate_greedy_prints_the_targets_greedy_text(extra, capsys) -> None:
     from specdec_lite import generate, load_pretrained
 
@@ -221,18 +223,20 @@ def test_generate_greedy_prints_the_targets_greedy_text(extra, capsys) -> None:
                                 "--temperature", "0", *extra], capsys)
     assert text == prompt + shipped.tokenizer.decode(expected)
     assert "shipped GPT target" in stats and "tau (tokens per target call)" in stats
-    if "lookup" in extra:
-        assert "prompt lookup" in stats and "draft calls 0," in stats
+    if "prompt-lookup" in extra or "none" in extra:
+        assert "draft calls 0," in stats
 
 
-def test_generate_with_ngram_models(capsys) -> None:
-    text, stats = run_generate(["--prompt", "import os\n", "--models", "ngram",
+def test_generate_with_the_ngram_demo(capsys) -> None:
+    text, stats = run_generate(["--prompt", "import os\n", "--ngram-demo",
                                 "--max-new-tokens", "20", "--seed", "3"], capsys)
     assert text.startswith("import os\n") and "n-gram target" in stats
 
 
-@pytest.mark.parametrize("argv", [["--k", "0"], ["--k", "often"], ["--draft", "medusa"],
-                                  ["--models", "llama"], ["--max-new-tokens", "-1"]])
+@pytest.mark.parametrize("argv", [
+    ["--k", "0"], ["--k", "often"], ["--draft", "eagle"], ["--policy", "sometimes"],
+    ["--max-new-tokens", "-1"], ["--draft-o", "3"], ["--dra", "gpt"],
+    ["--ngram-demo", "--draft", "medusa"], ["--draft", "none", "--policy", "auto"]])
 def test_generate_bad_arguments_are_one_line(argv, capsys) -> None:
     assert exit_status(["generate", "--prompt", "x", *argv]) == 2
     err = capsys.readouterr().err
@@ -254,16 +258,15 @@ def test_bench_drafters_refuses_options_it_does_not_take(capsys) -> None:
 
 
 def test_bench_drafters_quick_writes_its_result(tmp_path, capsys) -> None:
-    from specdec_lite import load_pretrained
     from specdec_lite.bench import drafters
 
     out = tmp_path / "drafters.json"
     assert cli.main(["bench", "--drafters", "--quick", "--no-progress", "--backend", "numpy",
                      "--json", str(out)]) == 0
     data = drafters.read_json(out)
-    labels = {(r["method"], r["temperature"]) for r in data["rows"]}
-    names = drafters.methods(load_pretrained().draft, 0.1)
-    assert labels == {(m, t) for m in names for t in (0.0, 1.0)}
+    labels = {(r["category"], r["method"], r["temperature"]) for r in data["rows"]}
+    assert labels == {(c, m.label, t) for c in drafters.CATEGORIES for m in drafters.METHODS
+                      for t in (0.0, 1.0)}
     for row in data["rows"]:
         lo, hi = row["speedup_ci"]
         assert lo <= row["speedup"] <= hi and row["tau"] >= 1

@@ -12,7 +12,14 @@ from support import PROMPTS
 from specdec_lite import generate, load_pretrained, speculative_generate
 from specdec_lite.decode import Generation, Step
 from specdec_lite.distributions import Sampling
-from specdec_lite.draft_length import AdaptiveK, FixedK, TheoryK, as_draft_length
+from specdec_lite.draft_length import (
+    AdaptiveK,
+    AutoK,
+    FixedK,
+    StepCosts,
+    TheoryK,
+    as_draft_length,
+)
 from specdec_lite.proposers import Draft, ModelDraft, PromptLookup, lookup
 from specdec_lite.theory import optimal_k
 
@@ -235,3 +242,124 @@ def test_batched_prompt_lookup_equals_the_single_sequence_loop(shipped):
                                          max_new_tokens=32, temperature=temperature, seed=seed)
             assert gen.tokens.tolist() == alone.tokens.tolist()
             assert gen.steps == alone.steps and gen.n_draft_calls == 0
+
+
+# ---------------------------------------------------------------- step costs, automatic policy
+
+
+def test_step_costs_from_ratio_and_best_k():
+    costs = StepCosts.from_ratio([1.0, 1.1, 1.2, 1.3, 1.4], c=0.1)
+    assert costs.step_cost == pytest.approx((1.0, 1.2, 1.4, 1.6, 1.8)) and costs.k_max == 4
+    assert costs.best_k(0.95) == 4  # the longest drafts pay when almost all are accepted
+    assert costs.best_k(0.05) == 0  # nothing pays: plain decoding
+    flat = StepCosts((1.0, 1.0, 1.0))
+    assert flat.best_k(0.5) == 2
+
+
+@pytest.mark.parametrize("cost", [(1.0,), (2.0, 3.0), (1.0, float("nan")), (1.0, 0.0),
+                                  ((1.0, 2.0),)])
+def test_step_costs_are_checked(cost):
+    with pytest.raises(ValueError, match="step_cost"):
+        StepCosts(cost)
+
+
+def test_auto_k_stops_drafting_when_nothing_pays_and_probes_later():
+    costly = StepCosts((1.0, 1.9, 2.8))  # a step with one draft costs 1.9 plain steps
+    policy = AutoK(costly, alpha0=0.5, probe_every=3)
+    assert policy.start == 0
+    plain = trace(*[(0, 0)] * 2)
+    assert policy.after(0, plain) == 0
+    assert policy.after(0, trace(*[(0, 0)] * 3)) == 1  # three plain steps: one probe
+    cheap = StepCosts((1.0, 1.05, 1.1, 1.15))
+    eager = AutoK(cheap, alpha0=0.5)
+    assert eager.after(3, trace((3, 3), (3, 3), (3, 3))) == 3
+    assert eager.alpha(trace((3, 0), (3, 3))) > eager.alpha(trace((3, 3), (3, 0)))  # recency
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "name"),
+    [(lambda: AutoK((1.0, 2.0)), TypeError, "costs"),
+     (lambda: AutoK(StepCosts((1.0, 2.0)), decay=0), ValueError, "decay"),
+     (lambda: AutoK(StepCosts((1.0, 2.0)), probe_every=0), ValueError, "probe_every")],
+)
+def test_auto_k_rejects_bad_settings(make, error, name):
+    with pytest.raises(error, match=name):
+        make()
+
+
+def test_time_steps_prices_each_k_by_its_median(monkeypatch):
+    from specdec_lite import costs as costs_module
+
+    clock = [0.0]
+    monkeypatch.setattr(costs_module.time, "perf_counter", lambda: clock[0])
+
+    def run_step(k: int) -> None:
+        clock[0] += 1.0 + 0.5 * k  # a step with k drafts takes 1 + k/2 time units
+
+    measured = costs_module.time_steps(run_step, 4, repeats=3)
+    assert measured.step_cost == pytest.approx((1.0, 1.5, 2.0, 2.5, 3.0))
+
+
+# ---------------------------------------------------------------- named policies
+
+
+@pytest.mark.parametrize("policy", ["fixed", "heuristic", "confidence", "auto"])
+def test_every_named_policy_is_greedy_identical(shipped, policy):
+    prompt = shipped.tokenizer.encode(PROMPTS[0])
+    expected = generate(shipped.target, prompt, max_new_tokens=48, temperature=0).tokens
+    gen = speculative_generate(shipped.target, shipped.draft, prompt, k=5, policy=policy,
+                               max_new_tokens=48, temperature=0)
+    assert gen.tokens.tolist() == expected.tolist()
+
+
+def test_auto_with_lookup_is_greedy_identical_and_measures_once(shipped):
+    from specdec_lite import decode
+
+    lookup_draft = PromptLookup()
+    prompt = shipped.tokenizer.encode(PROMPTS[3])
+    expected = generate(shipped.target, prompt, max_new_tokens=40, temperature=0).tokens
+    for _ in range(2):
+        gen = speculative_generate(shipped.target, lookup_draft, prompt, k=6, policy="auto",
+                                   max_new_tokens=40, temperature=0)
+        assert gen.tokens.tolist() == expected.tolist()
+    measured = [v for key, v in decode._MEASURED.items() if key[1] == id(lookup_draft)]
+    assert len(measured) == 1 and measured[0][2].k_max == 6
+
+
+def test_a_saved_auto_policy_is_reproducible(shipped):
+    prompt = shipped.tokenizer.encode(PROMPTS[1])
+    policy = AutoK(StepCosts((1.0, 1.3, 1.5, 1.7)))
+    runs = [speculative_generate(shipped.target, shipped.draft, prompt, k=policy,
+                                 max_new_tokens=40, seed=9) for _ in range(2)]
+    assert runs[0].tokens.tolist() == runs[1].tokens.tolist() and runs[0].steps == runs[1].steps
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [({"policy": "sometimes"}, ValueError, "policy"), ({"policy": 3}, ValueError, "policy"),
+     ({"policy": "auto", "k": AdaptiveK()}, TypeError, "k"),
+     ({"policy": "heuristic", "k": 0}, ValueError, "k")],
+)
+def test_bad_policies_name_the_parameter(shipped, kwargs, error, name):
+    kwargs = {"k": 3, **kwargs}
+    with pytest.raises(error, match=name):
+        speculative_generate(shipped.target, shipped.draft, [1, 2], max_new_tokens=5, **kwargs)
+
+
+def test_confidence_needs_a_draft_model(shipped):
+    with pytest.raises(ValueError, match="confidence"):
+        speculative_generate(shipped.target, PromptLookup(), [1, 2], k=3, policy="confidence",
+                             max_new_tokens=5)
+
+
+def test_best_rate_k_agrees_with_the_theory_module():
+    from specdec_lite.draft_length import best_rate_k
+    from specdec_lite.theory import expected_tokens_per_step
+
+    for alpha in np.linspace(0.0, 0.995, 60):
+        for c in (0.0, 0.05, 0.1, 0.3, 1.0):
+            cost = tuple(k * c + 1.0 for k in range(11))
+            assert best_rate_k(alpha, cost, k_min=1) == optimal_k(alpha, c, 10)
+        measured = (1.0, 1.4, 1.6, 1.9, 2.6)
+        rates = np.asarray(expected_tokens_per_step(alpha, np.arange(5))) / np.array(measured)
+        assert best_rate_k(alpha, measured) == int(np.argmax(rates))
