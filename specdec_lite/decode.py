@@ -40,13 +40,9 @@ from .costs import time_steps
 from .distributions import (
     Sampling,
     as_generator,
-    check_temperature,
-    check_top_k,
-    check_top_p,
     sample,
-    truncate,
 )
-from .draft_length import StepCosts, as_draft_length, named_policy
+from .draft_length import FixedK, StepCosts, as_draft_length, named_policy
 from .models import check_model, model_rows
 from .proposers import Draft, ModelDraft, as_proposer, one_hot_rows
 from .proposers import draft_block as draft_block  # re-exported: the model draft's loop
@@ -135,14 +131,6 @@ class Generation:
         return len(self.tokens) / self.n_target_calls if self.n_target_calls else 0.0
 
 
-def _check_cuts(
-    top_k: int | None, top_p: float | None, temperature: float
-) -> tuple[int | None, float | None]:
-    """Validate ``top_k`` and ``top_p``; greedy decoding (T = 0) drops them."""
-    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
-    return (None, None) if temperature == 0 else (top_k, top_p)
-
-
 def cut_at_eos(tokens: np.ndarray, eos_id: int | None) -> tuple[np.ndarray, bool]:
     """``tokens`` [m] up to and including the first ``eos_id``, and whether it was there.
     ``eos_id=None`` keeps every token."""
@@ -179,26 +167,11 @@ def generate(
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
     check_window(model, "model", len(prompt), max_new_tokens,
                  len(prompt) + max_new_tokens - 1 if max_new_tokens else 0)
-    temperature = check_temperature(temperature)
-    top_k, top_p = _check_cuts(top_k, top_p, temperature)
+    sampling = Sampling.checked(temperature, top_k, top_p)
     eos_id = check_eos(eos_id, vocab)
-    rng = as_generator(seed)
-    start = time.perf_counter()
-    seq = np.concatenate([prompt, np.zeros(max_new_tokens, dtype=np.int64)])  # [n + max_new]
-    n = len(prompt)  # seq[:n] is the sequence so far; each call gets a view of it
-    gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
-    for _ in range(max_new_tokens):
-        p = truncate(model_rows(model, seq[:n], 1, "model", temperature)[0], top_k, top_p)  # [V]
-        gen.n_target_calls += 1
-        token = int(p.argmax()) if temperature == 0 else sample(p, rng)
-        seq[n] = token
-        n += 1
-        gen.steps.append(Step((), 0, (token,), "sample"))
-        if token == eos_id:
-            break
-    gen.tokens = seq[len(prompt) : n].copy()
-    gen.wall_time_s = time.perf_counter() - start
-    return gen
+    rule = "greedy" if sampling.greedy else "exact"  # with no drafts: argmax, or one draw
+    return decode_loop(model, None, prompt, FixedK(0), sampling, rule, {}, as_generator(seed),
+                       eos_id, max_new_tokens, name="model")
 
 
 def speculative_generate(
@@ -264,6 +237,17 @@ def speculative_generate(
     rng = as_generator(seed)
     policy, proposer = named_policy(policy, k, proposer, lambda k_max: measured_costs(
         target, proposer, prompt, sampling, rule, params, k_max))
+    return decode_loop(target, proposer, prompt, policy, sampling, rule, params, rng, eos_id,
+                       max_new_tokens)
+
+
+def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, policy: object,
+                sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
+                eos_id: int | None, max_new_tokens: int, name: str = "target") -> Generation:
+    """The library's one step loop, on checked arguments: steps of
+    :func:`speculative_step` with the k ``policy`` chooses (a policy that always says 0,
+    with no ``proposer``, is plain decoding), never more than ``max_new_tokens`` tokens,
+    stopping after ``eos_id``. ``name`` is the target's name in error messages."""
     start = time.perf_counter()
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
@@ -271,7 +255,7 @@ def speculative_generate(
     while len(seq) - len(prompt) < max_new_tokens:
         k_step = min(k_now, max_new_tokens - (len(seq) - len(prompt)) - 1)  # never too many
         emitted, hit_eos = speculative_step(target, proposer, seq, k_step, sampling, rule,
-                                            params, rng, eos_id, gen)
+                                            params, rng, eos_id, gen, name)
         seq = np.concatenate([seq, emitted])
         if hit_eos:
             break
@@ -283,15 +267,19 @@ def speculative_generate(
 
 def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
                      sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
-                     eos_id: int | None, gen: Generation) -> tuple[np.ndarray, bool]:
+                     eos_id: int | None, gen: Generation,
+                     name: str = "target") -> tuple[np.ndarray, bool]:
     """One step for one sequence ``seq`` [n]: ask ``proposer`` for up to ``k`` tokens,
     score them with one target call, verify with ``rule``, record the step in ``gen``.
     Returns the emitted tokens [m] (cut after ``eos_id``) and whether EOS came.
 
     With k = 0 the proposer is not asked and the step is a plain decoding step: one
-    target row, its token drawn as the rule draws a bonus token (the same draws)."""
+    target row, its token drawn as the rule draws a bonus token (the same draws). It is
+    recorded as a ``"bonus"``, or as a ``"sample"`` when there is no proposer at all
+    (plain decoding, :func:`generate`)."""
     if k == 0:
-        return _plain_step(target, seq, sampling, rule, rng, eos_id, gen)
+        return _plain_step(target, seq, sampling, rule, rng, eos_id, gen, name,
+                           "bonus" if proposer is not None else "sample")
     draft = proposer.propose(seq, k, sampling, rng)
     drafted = check_draft(draft, k, target.vocab_size)  # [k_b]
     q = draft.q if draft.q is not None else one_hot_rows(drafted, target.vocab_size)
@@ -308,12 +296,12 @@ def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
 
 
 def _plain_step(target: object, seq: np.ndarray, sampling: Sampling, rule: str,
-                rng: np.random.Generator, eos_id: int | None,
-                gen: Generation) -> tuple[np.ndarray, bool]:
-    p = sampling.warp(model_rows(target, seq, 1, "target", sampling.temperature))[0]  # [V]
+                rng: np.random.Generator, eos_id: int | None, gen: Generation, name: str,
+                extra: str) -> tuple[np.ndarray, bool]:
+    p = sampling.warp(model_rows(target, seq, 1, name, sampling.temperature))[0]  # [V]
     gen.n_target_calls += 1
     token = int(p.argmax()) if rule == "greedy" else sample(p, rng)
-    gen.steps.append(Step((), 0, (token,), "bonus"))
+    gen.steps.append(Step((), 0, (token,), extra))
     return np.array([token], dtype=np.int64), token == eos_id
 
 

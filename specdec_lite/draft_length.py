@@ -39,12 +39,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FixedK:
-    """k tokens at every step."""
+    """k tokens at every step (k = 0: plain decoding)."""
 
     k: int
 
     def __post_init__(self) -> None:
-        check_int(self.k, "k", 1)
+        check_int(self.k, "k", 0)
 
     @property
     def start(self) -> int:

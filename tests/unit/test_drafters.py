@@ -178,7 +178,7 @@ def test_theory_k_follows_the_running_alpha():
 
 @pytest.mark.parametrize(
     ("make", "error", "name"),
-    [(lambda: FixedK(0), ValueError, "k"), (lambda: AdaptiveK(start=0), ValueError, "start"),
+    [(lambda: FixedK(-1), ValueError, "k"), (lambda: AdaptiveK(start=0), ValueError, "start"),
      (lambda: AdaptiveK(k_min=3, k_max=2), ValueError, "k_max"),
      (lambda: AdaptiveK(start=9, k_max=8), ValueError, "start"),
      (lambda: TheoryK(c=-1), ValueError, "c"), (lambda: TheoryK(c=0.1, alpha0=1), ValueError,
