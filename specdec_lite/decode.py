@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -218,14 +219,43 @@ def speculative_generate(
     that would pass either model's window (``max_len`` or ``config.max_len``) is refused
     before any call with a ``ValueError`` naming ``max_new_tokens``.
     """
+    args = check_speculative(target, draft, prompt, k, max_new_tokens, temperature, top_k,
+                             top_p, eos_id, rule, rule_params, seed, policy)
+    policy, proposer = named_policy(policy, k, args.proposer, lambda k_max: measured_costs(
+        target, args.proposer, args.prompt, args.sampling, rule, args.params, k_max))
+    return decode_loop(target, proposer, args.prompt, policy, args.sampling, rule, args.params,
+                       args.rng, args.eos_id, args.max_new_tokens)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A speculative decoder's arguments after :func:`check_speculative`."""
+
+    proposer: object
+    prompt: np.ndarray  # [n_prompt]
+    max_new_tokens: int
+    sampling: Sampling
+    eos_id: int | None
+    params: dict
+    rng: np.random.Generator
+
+
+def check_speculative(target: object, draft: object, prompt: object, k: object,
+                      max_new_tokens: object, temperature: object, top_k: object,
+                      top_p: object, eos_id: object, rule: object, rule_params: dict,
+                      seed: object, policy: object = None) -> Checked:
+    """Validate a speculative decoder's arguments, in the order the decoders always have
+    (k, the models, the prompt, the length and the windows, sampling, EOS, the rule), each
+    error naming its parameter; the draft becomes a proposer (:func:`as_proposer`).
+
+    The target reads at most prompt + max_new_tokens - 1 tokens and a draft model one
+    fewer (the last step drafts nothing), so a run past either window is refused here."""
     if policy is None:
-        as_draft_length(k)  # a bad k fails first, as it always has
+        as_draft_length(k)  # a bad k fails first
     vocab = check_model(target, "target")
     proposer = as_proposer(draft, vocab)
     prompt = check_prompt(prompt, vocab)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
-    # k_step below keeps the last check at prompt + max_new_tokens - 1 tokens, its drafts
-    # one shorter (and there are none when max_new_tokens < 2)
     check_window(target, "target", len(prompt), max_new_tokens,
                  len(prompt) + max_new_tokens - 1 if max_new_tokens else 0)
     if isinstance(proposer, ModelDraft):
@@ -234,33 +264,40 @@ def speculative_generate(
     sampling = Sampling.checked(temperature, top_k, top_p)
     eos_id = check_eos(eos_id, vocab)
     params = check_rule(rule, rule_params)
-    rng = as_generator(seed)
-    policy, proposer = named_policy(policy, k, proposer, lambda k_max: measured_costs(
-        target, proposer, prompt, sampling, rule, params, k_max))
-    return decode_loop(target, proposer, prompt, policy, sampling, rule, params, rng, eos_id,
-                       max_new_tokens)
+    return Checked(proposer, prompt, max_new_tokens, sampling, eos_id, params,
+                   as_generator(seed))
 
 
 def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, policy: object,
                 sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
-                eos_id: int | None, max_new_tokens: int, name: str = "target") -> Generation:
-    """The library's one step loop, on checked arguments: steps of
-    :func:`speculative_step` with the k ``policy`` chooses (a policy that always says 0,
-    with no ``proposer``, is plain decoding), never more than ``max_new_tokens`` tokens,
-    stopping after ``eos_id``. ``name`` is the target's name in error messages."""
+                eos_id: int | None, max_new_tokens: int, name: str = "target", *,
+                step: Callable = None, gen: Generation | None = None,
+                after_step: Callable | None = None) -> Generation:
+    """The library's one step loop, on checked arguments: steps with the k ``policy``
+    chooses (a policy that always says 0, with no ``proposer``, is plain decoding), never
+    more than ``max_new_tokens`` tokens, stopping after ``eos_id``. ``name`` is the
+    target's name in error messages.
+
+    ``step`` is :func:`speculative_step` or a function with its arguments and answer (the
+    fault boundary of :mod:`specdec_lite.resilient` is one); it records into ``gen``
+    (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
+    with ``gen.tokens`` up to date."""
     start = time.perf_counter()
+    step = speculative_step if step is None else step
     seq = prompt  # [n] the sequence so far
-    gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
+    gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
     while len(seq) - len(prompt) < max_new_tokens:
         k_step = min(k_now, max_new_tokens - (len(seq) - len(prompt)) - 1)  # never too many
-        emitted, hit_eos = speculative_step(target, proposer, seq, k_step, sampling, rule,
-                                            params, rng, eos_id, gen, name)
+        emitted, hit_eos = step(target, proposer, seq, k_step, sampling, rule, params, rng,
+                                eos_id, gen, name)
         seq = np.concatenate([seq, emitted])
+        gen.tokens = seq[len(prompt) :]
+        if after_step is not None:
+            after_step(gen, rng)
         if hit_eos:
             break
         k_now = policy.after(k_now, gen)
-    gen.tokens = seq[len(prompt) :]
     gen.wall_time_s = time.perf_counter() - start
     return gen
 

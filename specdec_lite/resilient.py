@@ -39,25 +39,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .breaker import CircuitBreaker
-from .checks import check_eos, check_int, check_positive, check_prompt, check_window
-from .decode import Generation, Step, cut_at_eos, draft_block
-from .distributions import (
-    as_generator,
-    check_temperature,
-    check_top_k,
-    check_top_p,
-    sample,
-    truncate,
+from .checks import check_positive
+from .decode import (
+    Generation,
+    Step,
+    check_draft,
+    check_speculative,
+    cut_at_eos,
+    decode_loop,
 )
+from .distributions import Sampling, sample, truncate
+from .draft_length import as_draft_length
 from .faults import (
     InProcessVerifier,
     VerifyRequest,
     fault_cause,
     generator_state,
 )
-from .models import check_model, model_rows
+from .models import model_rows
+from .proposers import one_hot_rows
 from .telemetry import NULL_SINK, Sink, StepEvent, Summary
-from .verify import Verification, check_rule
+from .verify import Verification
 
 
 @dataclass
@@ -153,23 +155,8 @@ def resilient_generate(
     failed verification (its calls before the error are not counted in ``n_draft_calls``).
     Only the fallback's own target call can end the run with an exception.
     """
-    k = check_int(k, "k", 1)
-    vocab = check_model(target, "target")
-    if check_model(draft, "draft") != vocab:
-        raise ValueError(f"draft.vocab_size={draft.vocab_size} differs from "
-                         f"target.vocab_size={vocab}")
-    prompt = check_prompt(prompt, vocab)
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
-    n_last = len(prompt) + max_new_tokens - 1  # the longest prefix the target reads
-    check_window(target, "target", len(prompt), max_new_tokens, n_last if max_new_tokens else 0)
-    check_window(draft, "draft", len(prompt), max_new_tokens,
-                 n_last - 1 if max_new_tokens >= 2 else 0)
-    temperature = check_temperature(temperature)
-    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
-    if temperature == 0:
-        top_k = top_p = None  # greedy decoding ignores both cuts, as the other loops do
-    eos_id = check_eos(eos_id, vocab)
-    params = check_rule(rule, rule_params)
+    args = check_speculative(target, draft, prompt, k, max_new_tokens, temperature, top_k,
+                             top_p, eos_id, rule, rule_params, seed)
     if time_budget_s is not None:
         time_budget_s = check_positive(time_budget_s, "time_budget_s")
     if verifier is not None and not callable(verifier):
@@ -178,71 +165,88 @@ def resilient_generate(
         raise TypeError(f"breaker must be a CircuitBreaker, got {type(breaker).__name__}")
     if request_id is not None and not isinstance(request_id, str):
         raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
-    rng = as_generator(seed)
     own_verifier = verifier is None
-    verifier = InProcessVerifier(target) if own_verifier else verifier
-    breaker = CircuitBreaker() if breaker is None else breaker
-    sink = NULL_SINK if sink is None else sink
-    request_id = uuid.uuid4().hex if request_id is None else request_id
-    restarts0, trips0 = getattr(verifier, "restarts", 0), breaker.trips
-
-    settings = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                "rule": rule, "eos_id": eos_id, "top_k": top_k, "top_p": top_p}
-    sink.start(request_id, len(prompt), settings)
-    start = time.perf_counter()
-    gen = ResilientGeneration(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
-    seq = prompt  # [n] the sequence so far
+    step = BoundedStep(InProcessVerifier(target) if own_verifier else verifier, time_budget_s,
+                       CircuitBreaker() if breaker is None else breaker,
+                       NULL_SINK if sink is None else sink,
+                       uuid.uuid4().hex if request_id is None else request_id)
+    restarts0, trips0 = getattr(step.verifier, "restarts", 0), step.breaker.trips
+    s = args.sampling
+    step.sink.start(step.request_id, len(args.prompt), {
+        "k": k, "max_new_tokens": args.max_new_tokens, "temperature": s.temperature,
+        "rule": rule, "eos_id": args.eos_id, "top_k": s.top_k, "top_p": s.top_p})
+    gen = ResilientGeneration(tokens=np.zeros(0, dtype=np.int64), prompt=args.prompt)
     try:
-        while len(seq) - len(prompt) < max_new_tokens:
-            step_start = time.perf_counter()
-            k_step = min(k, max_new_tokens - (len(seq) - len(prompt)) - 1)
-            n_draft_calls, cause = 0, "circuit_open"
-            if breaker.allow():
-                try:
-                    ctx, q = draft_block(draft, seq, k_step, temperature, top_k, top_p, rng)
-                    n_draft_calls = k_step
-                    request = VerifyRequest(ctx, q, temperature, top_k, top_p, rule, params,
-                                            generator_state(rng))
-                    reply = verifier(request, time_budget_s)
-                    result = check_reply(reply.verification, ctx[len(seq):], vocab)
-                    rng.bit_generator.state = reply.rng_state  # last: a bad state changes nothing
-                except Exception as exc:  # noqa: BLE001 - every failure is a fault to survive
-                    cause = fault_cause(exc)
-                    breaker.record_failure()
-                    sink.fault(request_id, cause, f"{type(exc).__name__}: {exc}")
-                else:
-                    cause = None
-                    breaker.record_success()
-                    emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
-                    step = Step(tuple(ctx[len(seq):].tolist()), result.n_accepted,
-                                tuple(emitted.tolist()), result.extra)
-            if cause is not None:
-                token = fallback_token(target, seq, temperature, top_k, top_p, rng)
-                emitted, hit_eos = np.array([token], dtype=np.int64), token == eos_id
-                step = Step((), 0, (token,), "sample")
-            gen.n_target_calls += 1
-            gen.n_draft_calls += n_draft_calls
-            gen.steps.append(step)
-            gen.causes.append(cause)
-            seq = np.concatenate([seq, emitted])
-            gen.tokens = seq[len(prompt):]
-            sink.step(StepEvent(request_id, len(gen.steps) - 1, len(step.proposed),
-                                step.n_accepted, len(emitted), 1, n_draft_calls,
-                                time.perf_counter() - step_start, cause))
-            sink.batch(1)
-            if on_step is not None:
-                on_step(gen, rng)
-            if hit_eos:
-                break
+        decode_loop(target, args.proposer, args.prompt, as_draft_length(k), s, rule, args.params,
+                    args.rng, args.eos_id, args.max_new_tokens, step=step, gen=gen,
+                    after_step=on_step)
     except BaseException as exc:
-        sink.fail(request_id, exc)
+        step.sink.fail(step.request_id, exc)
         raise
     finally:
         if own_verifier:
-            verifier.close()
-    gen.wall_time_s = time.perf_counter() - start
-    gen.restarts = getattr(verifier, "restarts", 0) - restarts0
-    gen.breaker_trips = breaker.trips - trips0
-    sink.finish(Summary(request_id, len(gen.tokens), len(gen.steps), gen.n_target_calls,
-                        gen.n_draft_calls, gen.alpha, gen.tau, gen.fallbacks, gen.wall_time_s))
+            step.verifier.close()
+    gen.restarts = getattr(step.verifier, "restarts", 0) - restarts0
+    gen.breaker_trips = step.breaker.trips - trips0
+    step.sink.finish(Summary(step.request_id, len(gen.tokens), len(gen.steps),
+                             gen.n_target_calls, gen.n_draft_calls, gen.alpha, gen.tau,
+                             gen.fallbacks, gen.wall_time_s))
     return gen
+
+
+@dataclass
+class BoundedStep:
+    """One step of :func:`resilient_generate`, with the verification behind ``verifier``
+    (:mod:`specdec_lite.faults`): called as :func:`specdec_lite.decode.speculative_step`
+    is. Drafting sits inside the boundary too. A fault, or an open ``breaker``, makes the
+    step a plain one (:func:`fallback_token`); its cause is recorded in ``gen.causes``."""
+
+    verifier: Callable
+    time_budget_s: float | None
+    breaker: CircuitBreaker
+    sink: Sink
+    request_id: str
+
+    def __call__(self, target: object, proposer: object, seq: np.ndarray, k: int,
+                 sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
+                 eos_id: int | None, gen: ResilientGeneration,
+                 name: str = "target") -> tuple[np.ndarray, bool]:
+        step_start = time.perf_counter()
+        vocab = target.vocab_size
+        n_draft_calls, cause = 0, "circuit_open"
+        if self.breaker.allow():
+            try:
+                draft = proposer.propose(seq, k, sampling, rng)
+                drafted = check_draft(draft, k, vocab)  # [k_b]
+                q = draft.q if draft.q is not None else one_hot_rows(drafted, vocab)
+                n_draft_calls = draft.n_calls
+                request = VerifyRequest(np.concatenate([seq, drafted]), q,
+                                        sampling.temperature, sampling.top_k, sampling.top_p,
+                                        rule, params, generator_state(rng))
+                reply = self.verifier(request, self.time_budget_s)
+                result = check_reply(reply.verification, drafted, vocab)
+                rng.bit_generator.state = reply.rng_state  # last: a bad state changes nothing
+            except Exception as exc:  # noqa: BLE001 - every failure is a fault to survive
+                cause = fault_cause(exc)
+                self.breaker.record_failure()
+                self.sink.fault(self.request_id, cause, f"{type(exc).__name__}: {exc}")
+            else:
+                cause = None
+                self.breaker.record_success()
+                emitted, hit_eos = cut_at_eos(result.tokens, eos_id)
+                step = Step(tuple(drafted.tolist()), result.n_accepted,
+                            tuple(emitted.tolist()), result.extra)
+        if cause is not None:
+            token = fallback_token(target, seq, sampling.temperature, sampling.top_k,
+                                   sampling.top_p, rng)
+            emitted, hit_eos = np.array([token], dtype=np.int64), token == eos_id
+            step = Step((), 0, (token,), "sample")
+        gen.n_target_calls += 1
+        gen.n_draft_calls += n_draft_calls
+        gen.steps.append(step)
+        gen.causes.append(cause)
+        self.sink.step(StepEvent(self.request_id, len(gen.steps) - 1, len(step.proposed),
+                                 step.n_accepted, len(emitted), 1, n_draft_calls,
+                                 time.perf_counter() - step_start, cause))
+        self.sink.batch(1)
+        return emitted, hit_eos
