@@ -273,3 +273,21 @@ def test_bench_drafters_quick_writes_its_result(tmp_path, capsys) -> None:
         if row["temperature"] == 0:
             assert row["matches_plain"] == 1.0  # greedy identity, every run
     assert data["backend"] == "numpy" and "numpy forward" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_the_committed_drafters_results_are_whole_and_greedy_identical(backend) -> None:
+    from specdec_lite.bench import drafters
+
+    data = drafters.read_json(RESULTS / f"drafters_{backend}.json")
+    assert data["backend"] == backend and data["machine"]["cpu_model"]
+    cells = {(r["category"], r["method"], r["temperature"]) for r in data["rows"]}
+    assert cells == {(c, m.label, t) for c in data["settings"]["categories"]
+                     for m in drafters.METHODS for t in data["settings"]["temperatures"]}
+    for row in data["rows"]:  # every row recomputes from the runs the file carries
+        method = next(m for m in drafters.METHODS if m.label == row["method"])
+        again = drafters.summarise(data["runs"], method, row["temperature"], row["category"],
+                                   data["settings"]["seed"])
+        assert again == row
+        if row["temperature"] == 0:
+            assert row["matches_plain"] == 1.0, row  # greedy identity in every timed run
