@@ -27,9 +27,9 @@ from .medusa import (
     chain_tree,
     dense_tree,
     make_tree,
-    medusa_generate,
     sparse_tree,
 )
+from .medusa_decode import medusa_generate
 from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
 from .pretrained import Pretrained, load_pretrained
 from .resilient import resilient_generate

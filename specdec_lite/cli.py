@@ -26,7 +26,8 @@ from pathlib import Path
 from .corpus import fit_ngrams
 from .decode import generate, speculative_generate
 from .draft_length import POLICIES
-from .medusa import chain_tree, medusa_generate
+from .medusa import chain_tree
+from .medusa_decode import medusa_generate
 from .proposers import PromptLookup
 from .tokenizer import CharTokenizer
 from .verify import RULES

@@ -34,7 +34,9 @@ Rules:
   rule. The output follows the target's distribution exactly; the tree must be a chain.
 
 The target must be a :class:`specdec_lite.transformer.TransformerModel`: a decoding step
-uses its tree interface (``score_tree``, ``commit_path``, ``hidden_at``, ``n_committed``).
+uses its tree interface (``score_tree``, ``commit_path``, ``hidden_at``). The decoder
+itself, step by step, is :mod:`specdec_lite.medusa_decode`; this module holds the heads,
+the trees and their training.
 """
 
 from __future__ import annotations
@@ -47,20 +49,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import check_eos, check_int, check_prompt
-from .decode import Generation, Step, cut_at_eos
+from .checks import check_int
 from .distributions import (
     apply_temperature,
     as_generator,
     check_temperature,
-    check_top_k,
-    check_top_p,
-    sample,
-    warp,
 )
 from .functional import sigmoid, silu, softmax, softmax32
 from .transformer import Output, TransformerModel, load_npz
-from .verify import acceptance_mask, check_rule, typical_cutoff, verify_checked
+from .verify import check_rule, typical_cutoff
 
 MEDUSA_RULES = ("greedy", "typical", "exact")
 
@@ -327,164 +324,6 @@ def typical_first_token_tv(target_logits: np.ndarray, candidates: np.ndarray,
     return np.where(p_c > cutoff, 1.0 - p_c, 0.0)
 
 
-def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
-                 rng: np.random.Generator, top_k: int | None = None,
-                 top_p: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Candidate tokens [N] for the tree's nodes (root excluded) from head logits [H, V].
-
-    ``"exact"`` samples the chain x_i ~ q_i (returned as the second value, [N, V]); the other
-    rules take each head's ranked tokens."""
-    depth = tree.depth[1:] - 1  # [N] head index of each node
-    if rule == "exact":
-        q = warp(softmax(head_logits[: tree.max_depth]), temperature, top_k, top_p)  # [D, V]
-        if temperature == 0:
-            tokens = q.argmax(axis=1)
-        else:
-            tokens = np.array([sample(row, rng) for row in q])
-        return tokens[depth], q
-    top = int(tree.rank.max()) + 1
-    ranked = np.argsort(-head_logits[: tree.max_depth], axis=1, kind="stable")[:, :top]  # [D, s]
-    return ranked[depth, tree.rank[1:]], None
-
-
-def medusa_generate(
-    target: TransformerModel,
-    heads: MedusaHeads,
-    prompt: np.ndarray,
-    *,
-    max_new_tokens: int,
-    temperature: float = 0.0,
-    tree: Tree | None = None,
-    rule: str = "greedy",
-    seed: int | np.random.Generator | None = None,
-    eos_id: int | None = None,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    **rule_params: float,
-) -> Generation:
-    """Medusa decoding: one target forward per step verifies a whole candidate tree.
-
-    The first target call runs the prompt and emits one token; each later call forwards
-    the root plus ``tree``'s nodes (default :func:`chain_tree` for ``"exact"``, else
-    ``dense_tree([3, 2, 2, 1])`` cut to the number of heads) and emits the deepest
-    accepted path plus one token. In the trace, ``Step.proposed`` is the accepted path
-    followed by the best-ranked child that was rejected (if the path could go deeper), so
-    ``acceptance_rate`` is accepted / (accepted + rejections) along the chosen path.
-    Calls are counted as ``n_target_calls`` (one per step) and ``n_head_calls`` (one per
-    step after the first); there is no draft model, so ``n_draft_calls`` stays 0.
-    ``top_k`` and ``top_p`` (rule ``"exact"`` only; ignored at ``temperature=0``) warp the
-    heads' q and the target's p alike, after temperature, as in
-    :func:`specdec_lite.decode.speculative_generate`.
-    """
-    if not isinstance(target, TransformerModel):
-        raise TypeError("target must be a TransformerModel (Medusa needs its KV cache)")
-    if not isinstance(heads, MedusaHeads):
-        raise TypeError("heads must be a MedusaHeads")
-    if heads.vocab_size != target.vocab_size or heads.d_model != target.config.d_model:
-        raise ValueError(
-            f"heads (V={heads.vocab_size}, d={heads.d_model}) do not fit the target "
-            f"(V={target.vocab_size}, d={target.config.d_model})"
-        )
-    if rule not in MEDUSA_RULES:
-        raise ValueError(f"rule must be one of {MEDUSA_RULES}, got {rule!r}")
-    params = check_rule(rule, rule_params)
-    prompt = check_prompt(prompt, target.vocab_size)
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
-    temperature = check_temperature(temperature)
-    top_k, top_p = check_top_k(top_k), check_top_p(top_p)
-    if (top_k, top_p) != (None, None) and rule != "exact":
-        raise ValueError(f"top_k and top_p need rule='exact', got rule={rule!r}")
-    if temperature == 0:
-        top_k = top_p = None
-    eos_id = check_eos(eos_id, target.vocab_size)
-    if tree is None:
-        tree = chain_tree(heads.n_heads) if rule == "exact" else dense_tree(
-            [3, 2, 2, 1][: heads.n_heads])
-    if not isinstance(tree, Tree):
-        raise TypeError(f"tree must be a Tree (see make_tree), got {type(tree).__name__}")
-    if tree.max_depth > heads.n_heads:
-        raise ValueError(f"tree has depth {tree.max_depth} but there are {heads.n_heads} heads")
-    if rule == "exact" and not tree.is_chain:
-        raise ValueError('rule="exact" verifies a chain: pass tree=chain_tree(depth)')
-    limit = target.config.max_len
-    if len(prompt) + max_new_tokens + tree.max_depth > limit:
-        raise ValueError(
-            f"max_new_tokens: prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + "
-            f"tree depth ({tree.max_depth}) exceeds the target's max_len {limit}"
-        )
-    rng = as_generator(seed)
-    start = time.perf_counter()
-    gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt)
-    if max_new_tokens == 0:
-        return gen
-    first_child = {int(p): i for i, p in reversed(list(enumerate(tree.parent))) if i > 0}
-
-    greedy = temperature == 0 or rule == "greedy"
-
-    def emit_from(logits: np.ndarray) -> int:  # [V] -> one token: argmax, or sampled at T
-        if greedy:
-            return int(logits.argmax())
-        return sample(warp(softmax(logits), temperature, top_k, top_p), rng)
-
-    logits = target.logits(prompt)[-1]  # [V]
-    hidden = target.hidden_at(len(prompt) - 1)  # [d]
-    gen.n_target_calls += 1
-    root = emit_from(logits)
-    out = [root]
-    gen.steps.append(Step((), 0, (root,), "sample"))
-    while len(out) < max_new_tokens and root != eos_id:
-        head_logits = heads.logits(hidden[None])[:, 0]  # [H, V]
-        gen.n_head_calls += 1
-        node_tokens, q = _node_tokens(tree, head_logits, rule, temperature, rng,
-                                      top_k, top_p)  # [N]
-        tokens = np.concatenate([[root], node_tokens])  # [N+1], the root first
-        forward = target.score_tree(tokens, tree.depth, tree.mask)  # on the committed prefix
-        gen.n_target_calls += 1
-        if rule == "exact":
-            p = warp(softmax(forward.logits), temperature, top_k, top_p)  # [N+1, V]
-            result = verify_checked(node_tokens, q, p, rng, "exact", {})  # inputs built here
-            path = np.arange(result.n_accepted + 1)  # root + accepted chain
-            extra_token, extra = int(result.tokens[-1]), result.extra
-        else:
-            ok = _accept(tokens, tree.parent, forward.logits, rule, temperature, params)  # [N+1]
-            accepted = ~(tree.mask & ~ok[None, :]).any(axis=1)  # [N+1] whole path ok
-            last = int(np.where(accepted, tree.depth, -1).argmax())
-            path = np.flatnonzero(tree.mask[last])  # ancestors of last, ascending
-            extra_token = emit_from(forward.logits[last])
-            extra = "correction" if last in first_child else "bonus"
-        last = int(path[-1])
-        target.commit_path(path)
-        hidden = target.hidden_at(target.n_committed - 1)  # [d]
-        child = first_child.get(last)
-        kept = tokens[path[1:]].tolist()  # the accepted path below the root
-        proposed = kept + ([int(tokens[child])] if child else [])
-        emitted = np.array(kept + [extra_token], dtype=np.int64)
-        emitted = emitted[: max_new_tokens - len(out)]
-        emitted, hit_eos = cut_at_eos(emitted, eos_id)
-        gen.steps.append(Step(tuple(proposed), len(path) - 1, tuple(emitted.tolist()), extra))
-        out += emitted.tolist()
-        root = extra_token
-        if hit_eos:
-            break
-    gen.tokens = np.asarray(out, dtype=np.int64)
-    gen.wall_time_s = time.perf_counter() - start
-    return gen
-
-
-def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: str,
-            temperature: float, params: dict) -> np.ndarray:
-    """[N+1] bool: does the target, at each node's parent, accept the node's token?
-    The root is always accepted."""
-    parent_logits = logits[parent[1:]]  # [N, V]
-    node = tokens[1:]  # [N]
-    if temperature == 0 or rule == "greedy":
-        ok = acceptance_mask(node, None, parent_logits, None, "greedy")
-    else:
-        p = apply_temperature(softmax(parent_logits), temperature)  # [N, V]
-        ok = acceptance_mask(node, None, p, None, "typical", **params)
-    return np.concatenate([[True], ok])
-
-
 __all__ = [
     "MEDUSA_RULES",
     "MedusaHeads",
@@ -494,7 +333,6 @@ __all__ = [
     "fit_heads",
     "head_loss_grads",
     "make_tree",
-    "medusa_generate",
     "sparse_tree",
     "top_k_accuracy",
     "typical_first_token_tv",

@@ -26,7 +26,8 @@ import pytest
 from specdec_lite.corpus import fit_ngrams
 from specdec_lite.decode import Generation, generate, speculative_generate
 from specdec_lite.exactness import chi2_isf, chi_square, sequence_law, small_pair
-from specdec_lite.medusa import MedusaHeads, chain_tree, medusa_generate
+from specdec_lite.medusa import MedusaHeads, chain_tree
+from specdec_lite.medusa_decode import medusa_generate
 from specdec_lite.pretrained import load_pretrained
 from specdec_lite.proposers import PromptLookup
 from specdec_lite.transformer import TransformerConfig, TransformerModel

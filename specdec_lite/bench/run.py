@@ -23,7 +23,8 @@ import numpy as np
 from ..corpus import load_text
 from ..decode import Generation, generate, speculative_generate
 from ..distributions import overlap
-from ..medusa import Tree, chain_tree, medusa_generate, sparse_tree, top_k_accuracy
+from ..medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
+from ..medusa_decode import medusa_generate
 from ..models import NGramModel
 from ..pretrained import Pretrained, load_pretrained
 from .batch import batch_settings

@@ -11,9 +11,10 @@ every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` fo
   from earlier in the prompt and output, no draft model).
   Verification failures fall back to plain decoding for that step (the output law stays
   exact), and a circuit breaker stops drafting after repeated failures.
-- ``medusa`` decodes one request at a time, whole, with
-  :func:`specdec_lite.medusa.medusa_generate` (Medusa is not batched here): its tokens
-  arrive in one piece rather than step by step.
+- ``medusa`` advances each request one step per turn (:mod:`specdec_lite.medusa_decode`),
+  each on its own KV cache and with its own temperature and top-p: one target forward per
+  request and step (Medusa's tree forwards are not batched here), but no request waits
+  for another to finish.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..batch import BatchEngine, Sampling
 from ..breaker import CircuitBreaker
 from ..decode import Step
-from ..medusa import chain_tree, medusa_generate
+from ..medusa import chain_tree
+from ..medusa_decode import MedusaRun, medusa_start, medusa_step
 from ..proposers import PromptLookup
 from .scheduler import Settings, StepUpdate
 
@@ -84,43 +87,77 @@ class BatchStepEngine:
 
 
 class MedusaStepEngine:
-    """Medusa requests one at a time: each step decodes the oldest request whole."""
+    """Medusa requests, each on a KV cache of its own, advanced one step per scheduler turn
+    (at most ``max_batch`` at a time; each step is one target forward of its own), with
+    its own temperature and top-p, so Medusa streams and honours deadlines like the rest.
 
-    def __init__(self, target, heads, k: int, temperature: float,
-                 top_p: float | None) -> None:
-        self.target, self.heads = target, heads
-        self.temperature, self.top_p = temperature, top_p
-        self.tree = None if temperature == 0 else chain_tree(k)
-        self.queue: deque[tuple[str, np.ndarray, int, Settings]] = deque()
+    A request resumed from the journal starts again from its seed (the same tokens come
+    out) and hands on only the tokens and steps it had not yet delivered."""
+
+    def __init__(self, target, heads, k: int, max_batch: int) -> None:
+        self.target, self.heads, self.k, self.max_batch = target, heads, k, max_batch
+        self.waiting: deque[tuple[str, np.ndarray, int, Settings]] = deque()
+        self.active: dict[str, _MedusaSequence] = {}
 
     def __len__(self) -> int:
-        return len(self.queue)
+        return len(self.waiting) + len(self.active)
 
     def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
             rng_state: dict | None) -> None:
-        # A resumed request is decoded again from its seed (the same tokens come out) and
-        # only the tokens it had not yet delivered are handed on.
-        self.queue.append((key, prompt, len(tokens), settings))
+        self.waiting.append((key, prompt, len(tokens), settings))
 
     def remove(self, key: str) -> None:
-        self.queue = deque(item for item in self.queue if item[0] != key)
+        self.waiting = deque(item for item in self.waiting if item[0] != key)
+        self.active.pop(key, None)  # its cache goes with it
 
     def step(self) -> dict[str, StepUpdate]:
-        key, prompt, n_done, s = self.queue.popleft()
-        rng = np.random.default_rng(s.seed)
-        gen = medusa_generate(self.target, self.heads, prompt, max_new_tokens=s.max_new_tokens,
-                              temperature=s.temperature, tree=self.tree,
-                              rule="greedy" if s.temperature == 0 else "exact", seed=rng,
-                              top_p=self.top_p if s.temperature else None)
-        # a resumed request hands on only the steps after those it had delivered, so its
-        # statistics are not counted twice (one head call per step after the first)
-        skip = n_emitted = 0
-        while skip < len(gen.steps) and n_emitted + len(gen.steps[skip].emitted) <= n_done:
-            n_emitted += len(gen.steps[skip].emitted)
-            skip += 1
-        steps = gen.steps[skip:]
-        head_calls = gen.n_head_calls - max(skip - 1, 0)
-        return {key: _update(steps, gen.tokens[n_done:], True, 0, head_calls, 0, rng)}
+        while self.waiting and len(self.active) < self.max_batch:
+            key, prompt, n_done, s = self.waiting.popleft()
+            t = s.temperature
+            run = medusa_start(self.target, self.heads, prompt, max_new_tokens=s.max_new_tokens,
+                               temperature=t, tree=None if t == 0 else chain_tree(self.k),
+                               rule="greedy" if t == 0 else "exact",
+                               seed=np.random.default_rng(s.seed), top_p=s.top_p if t else None,
+                               cache=self.target.new_state())
+            self.active[key] = _MedusaSequence(run, n_done, resumed_at=n_done)
+        updates = {}
+        for key, seq in list(self.active.items()):
+            updates[key] = seq.advance()
+            if seq.run.done:
+                del self.active[key]
+        return updates
+
+
+@dataclass
+class _MedusaSequence:
+    """A :class:`MedusaRun` and what the service has had of it: ``delivered`` tokens (a
+    resumed request starts with those it delivered before, ``resumed_at``) and the steps
+    before ``reported``."""
+
+    run: MedusaRun
+    delivered: int
+    resumed_at: int = 0
+    reported: int = 0
+
+    def advance(self) -> StepUpdate:
+        """Step until there is a token the service has not had (the first turn has one
+        already: the prompt's forward emits it; a resumed request replays its delivered
+        tokens first), and report the new steps; steps whose tokens were all delivered
+        before a resume are not reported again, so no statistic is counted twice."""
+        run = self.run
+        while not run.done and len(run.out) <= self.delivered:
+            medusa_step(run)
+        steps = run.gen.steps
+        i = self.reported
+        emitted = sum(len(step.emitted) for step in steps[:i])
+        while i < len(steps) and emitted + len(steps[i].emitted) <= self.resumed_at:
+            emitted += len(steps[i].emitted)
+            i += 1
+        head_calls = sum(1 for j in range(i, len(steps)) if j > 0)  # none before the first
+        update = _update(steps[i:], np.asarray(run.out[self.delivered:], dtype=np.int64),
+                         run.done, 0, head_calls, 0, run.rng)
+        self.reported, self.delivered = len(steps), len(run.out)
+        return update
 
 
 class EngineFactory:
@@ -153,7 +190,7 @@ class EngineFactory:
     def make_engine(self, method: str, k: int, temperature: float, top_p: float | None,
                     max_batch: int):
         if method == "medusa":
-            return MedusaStepEngine(self.target, self.heads, k, temperature, top_p)
+            return MedusaStepEngine(self.target, self.heads, k, max_batch)
         draft = {"plain": None, "draft": self.draft, "ngram": self.ngram_draft,
                  "lookup": PromptLookup()}[method]
         engine = BatchEngine(self.target, draft, k=k if draft is not None else 0,

@@ -101,10 +101,8 @@ class StepEngine(Protocol):
 
 
 def engine_key(s: Settings) -> tuple:
-    """The engine a job joins: one per (method, k), and for Medusa per sampling settings too
-    (its engine decodes with one temperature and top-p)."""
-    if s.method == "medusa":
-        return (s.method, s.k, s.temperature, s.top_p)
+    """The engine a job joins: one per (method, k); every sequence in it carries its own
+    temperature and top-p."""
     return (s.method, s.k)
 
 

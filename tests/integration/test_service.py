@@ -580,8 +580,17 @@ def test_batch_engine_forgets_a_cancelled_or_finished_id(models):
     np.testing.assert_array_equal(engine.run()["r"].tokens, first)
 
 
+def drain(engine) -> dict[str, list]:
+    """Every update a step engine gives, per request, until it is empty."""
+    updates: dict[str, list] = {}
+    while len(engine):
+        for key, update in engine.step().items():
+            updates.setdefault(key, []).append(update)
+    return updates
+
+
 def test_resumed_medusa_request_counts_only_new_steps(models):
-    from specdec_lite.medusa import medusa_generate
+    from specdec_lite.medusa_decode import medusa_generate
     from specdec_lite.service.engines import MedusaStepEngine
     from specdec_lite.service.scheduler import Settings
 
@@ -589,13 +598,41 @@ def test_resumed_medusa_request_counts_only_new_steps(models):
     gen = medusa_generate(models.target, models.heads, prompt, max_new_tokens=40,
                           temperature=0.0, rule="greedy")
     n_done = sum(len(step.emitted) for step in gen.steps[:3])  # three steps delivered
-    engine = MedusaStepEngine(models.target, models.heads, 4, 0.0, None)
+    engine = MedusaStepEngine(models.target, models.heads, 4, max_batch=4)
     engine.add("m", prompt, gen.tokens[:n_done].tolist(),
                Settings("medusa", 4, 40, 0.0, None, 0), None)
-    update = engine.step()["m"]
-    assert update.new_tokens == gen.tokens[n_done:].tolist()
-    assert update.n_target_calls == len(gen.steps) - 3
-    assert update.n_head_calls == gen.n_head_calls - 2  # the first step calls no head
+    updates = drain(engine)["m"]
+    assert [t for u in updates for t in u.new_tokens] == gen.tokens[n_done:].tolist()
+    assert sum(u.n_target_calls for u in updates) == len(gen.steps) - 3
+    assert sum(u.n_head_calls for u in updates) == gen.n_head_calls - 2  # step 0 calls none
+    assert updates[-1].finished and not any(u.finished for u in updates[:-1])
+
+
+def test_medusa_requests_advance_a_step_per_turn_with_their_own_settings(models):
+    from specdec_lite.medusa import chain_tree
+    from specdec_lite.medusa_decode import medusa_generate
+    from specdec_lite.service.engines import MedusaStepEngine
+    from specdec_lite.service.scheduler import Settings
+
+    prompts = {name: models.tokenizer.encode(text) for name, text in
+               [("cold", "def __init__(self"), ("warm", "import os\n"), ("hot", "class A:")]}
+    temperatures = {"cold": 0.0, "warm": 0.7, "hot": 1.0}
+    engine = MedusaStepEngine(models.target, models.heads, 3, max_batch=3)
+    for name, prompt in prompts.items():
+        engine.add(name, prompt, [], Settings("medusa", 3, 30, temperatures[name], None, 11),
+                   None)
+    first = engine.step()
+    assert set(first) == set(prompts) and all(len(u.new_tokens) == 1 for u in first.values())
+    updates = drain(engine)
+    for name, prompt in prompts.items():
+        t = temperatures[name]
+        alone = medusa_generate(models.target, models.heads, prompt, max_new_tokens=30,
+                                temperature=t, tree=None if t == 0 else chain_tree(3),
+                                rule="greedy" if t == 0 else "exact",
+                                seed=np.random.default_rng(11))
+        tokens = first[name].new_tokens + [t for u in updates[name] for t in u.new_tokens]
+        assert tokens == alone.tokens.tolist()
+        assert len(updates[name]) == len(alone.steps) - 1  # one step per turn
 
 
 def test_plain_method_steps_are_counted_as_plain_not_as_accepted_zeros():

@@ -22,7 +22,8 @@ from specdec_lite import fast, kernels
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.corpus import load_text
 from specdec_lite.decode import generate, speculative_generate
-from specdec_lite.medusa import dense_tree, medusa_generate
+from specdec_lite.medusa import dense_tree
+from specdec_lite.medusa_decode import medusa_generate
 from specdec_lite.pretrained import load_pretrained
 from specdec_lite.transformer import LN_EPS, Output, TransformerModel
 

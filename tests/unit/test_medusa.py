@@ -22,12 +22,12 @@ from specdec_lite.medusa import (
     fit_heads,
     head_loss_grads,
     make_tree,
-    medusa_generate,
     sparse_tree,
     top_k_accuracy,
     typical_first_token_tv,
     windowed_forward,
 )
+from specdec_lite.medusa_decode import medusa_generate
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
 CONFIG = MEDUSA_CONFIG

@@ -20,7 +20,8 @@ from support import random_params
 from specdec_lite import NGramModel, generate, load_pretrained, speculative_generate, verify
 from specdec_lite.distributions import sample
 from specdec_lite.functional import softmax
-from specdec_lite.medusa import MedusaHeads, chain_tree, dense_tree, medusa_generate
+from specdec_lite.medusa import MedusaHeads, chain_tree, dense_tree
+from specdec_lite.medusa_decode import medusa_generate
 from specdec_lite.pretrained import WEIGHTS_DIR
 from specdec_lite.transformer import TransformerConfig, TransformerModel, file_sha256
 
@@ -433,7 +434,7 @@ def test_the_head_check_catches_reading_one_position_early() -> None:
     ``hidden_at(n - 1)``."""
     shipped = load_pretrained()
     right = shipped.target.hidden_at
-    shipped.target.hidden_at = lambda i: right(max(i - 1, 0))  # one position early
+    shipped.target.hidden_at = lambda i, **kw: right(max(i - 1, 0), **kw)  # one early
     with pytest.raises(AssertionError):
         check_heads_read_the_last_committed_hidden_state(
             shipped.target, shipped.heads, shipped.tokenizer.encode("    def __init__(self"),
@@ -451,7 +452,8 @@ def test_heads_reading_the_right_state_accept_more() -> None:
         for text in prompts:
             target = load_pretrained().target
             right = target.hidden_at
-            target.hidden_at = lambda i, right=right, shift=shift: right(max(i - shift, 0))
+            target.hidden_at = (lambda i, right=right, shift=shift, **kw:
+                                right(max(i - shift, 0), **kw))
             gen = medusa_generate(target, shipped.heads, shipped.tokenizer.encode(text),
                                   max_new_tokens=60)
             total_tokens += len(gen.tokens)

@@ -28,7 +28,7 @@ from specdec_lite.batch import BatchEngine
 from specdec_lite.breaker import CircuitBreaker
 from specdec_lite.decode import generate
 from specdec_lite.faults import InProcessVerifier
-from specdec_lite.medusa import medusa_generate
+from specdec_lite.medusa_decode import medusa_generate
 from specdec_lite.models import MarkovModel
 from specdec_lite.pretrained import load_pretrained
 from specdec_lite.resilient import resilient_generate
