@@ -351,7 +351,8 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     (:func:`specdec_lite.costs.time_steps`) the first time a pair is asked for, then
     remembered for as long as both models live. The timed steps draw from their own
     Generator and record into a scratch trace, so the caller's run is untouched."""
-    drafter = getattr(proposer, "model", proposer)
+    # a model draft is timed per model; another proposer per class (its cost is its code's)
+    drafter = getattr(proposer, "model", None) or type(proposer)
     key = (id(target), id(drafter), sampling.greedy, k_max)
     known = _MEASURED.get(key)
     if known is not None and known[0]() is target and known[1]() is drafter:
@@ -372,6 +373,19 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     costs = time_steps(run_step, k_max, reset=reset if len(prompt) > 1 else None)
     _MEASURED[key] = (weakref.ref(target), weakref.ref(drafter), costs)
     return costs
+
+
+def auto_costs(target: object, draft: object, prompt: object, *, k: int,
+               temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+               rule: str = "exact", **rule_params: float) -> StepCosts:
+    """The step costs ``policy="auto"`` would time for this target, draft (a model or a
+    proposer) and sampling, for k = 0..``k``, on ``prompt`` (remembered as
+    :func:`measured_costs` remembers them). Pass ``k=AutoK(costs)`` to later runs to make
+    them reproducible."""
+    args = check_speculative(target, draft, prompt, k, 0, temperature, top_k, top_p, None,
+                             rule, rule_params, None)
+    return measured_costs(target, args.proposer, args.prompt, args.sampling, rule,
+                          args.params, check_int(k, "k", 1))
 
 
 class Padded:

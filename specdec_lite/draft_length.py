@@ -17,7 +17,7 @@ keeps the exact rule exact: each step is an ordinary speculative step with some 
 * :class:`TheoryK`: estimate α from the counts so far and take the k that maximises
   Theorem 3.8's expected speedup for a draft costing ``c`` target calls per token.
 * :class:`AutoK`: the same, with the cost of a step with k drafts measured on this
-  machine (:class:`StepCosts`, from :func:`specdec_lite.costs.measure_step_costs`), k = 0
+  machine (:class:`StepCosts`, from :func:`specdec_lite.decode.auto_costs`), k = 0
   included: where no k pays, it decodes plainly.
 """
 

@@ -322,7 +322,8 @@ def test_auto_with_lookup_is_greedy_identical_and_measures_once(shipped):
         gen = speculative_generate(shipped.target, lookup_draft, prompt, k=6, policy="auto",
                                    max_new_tokens=40, temperature=0)
         assert gen.tokens.tolist() == expected.tolist()
-    measured = [v for key, v in decode._MEASURED.items() if key[1] == id(lookup_draft)]
+    measured = [v for key, v in decode._MEASURED.items()
+                if key[1] == id(PromptLookup) and key[3] == 6]
     assert len(measured) == 1 and measured[0][2].k_max == 6
 
 
@@ -363,3 +364,19 @@ def test_best_rate_k_agrees_with_the_theory_module():
         measured = (1.0, 1.4, 1.6, 1.9, 2.6)
         rates = np.asarray(expected_tokens_per_step(alpha, np.arange(5))) / np.array(measured)
         assert best_rate_k(alpha, measured) == int(np.argmax(rates))
+
+
+def test_auto_costs_measures_once_per_drafter_class_and_feeds_auto_k(shipped):
+    from specdec_lite.decode import auto_costs
+
+    prompt = shipped.tokenizer.encode(PROMPTS[2])
+    costs = auto_costs(shipped.target, PromptLookup(), prompt, k=5, temperature=0)
+    assert costs.k_max == 5 and costs.step_cost[0] == 1.0
+    assert auto_costs(shipped.target, PromptLookup(max_ngram=2), prompt, k=5,
+                      temperature=0) is costs  # another lookup object: the same table
+    expected = generate(shipped.target, prompt, max_new_tokens=30, temperature=0).tokens
+    gen = speculative_generate(shipped.target, PromptLookup(), prompt, k=AutoK(costs),
+                               max_new_tokens=30, temperature=0)
+    assert gen.tokens.tolist() == expected.tolist()
+    with pytest.raises(ValueError, match="k"):
+        auto_costs(shipped.target, shipped.draft, prompt, k=0)
