@@ -13,7 +13,8 @@ Endpoints:
 - ``GET /metrics``: Prometheus text format.
 - ``GET /health`` (liveness): 200 while the engine thread runs, with ``"status": "ok"`` or
   ``"degraded"`` (the journal has writes it could not make yet, see
-  :mod:`.persist`); 503 when the engine stopped. ``GET /ready`` (readiness): 200 only when
+  :mod:`.persist`), and ``"forward"``, the forward the engines run; 503 when the engine
+  stopped. ``GET /ready`` (readiness): 200 only when
   the status is ``"ok"``, else 503, so a load balancer sends new work elsewhere meanwhile.
 
 Errors: 422 names the offending field (pydantic's ``loc``), 413 for a body over
@@ -211,7 +212,7 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         status, why = scheduler.health()
         body = {"status": status, "waiting": waiting, "running": running,
                 "steps": scheduler.n_steps, "resumed": runtime.n_resumed,
-                "pruned": runtime.n_pruned}
+                "pruned": runtime.n_pruned, "forward": runtime.factory.forward}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if runtime.deferred:

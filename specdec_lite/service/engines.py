@@ -173,6 +173,12 @@ class EngineFactory:
         self.new_breaker = breaker or (lambda: CircuitBreaker(3, cooldown_s=5.0))
         self.inject_fault = inject_fault
 
+    @property
+    def forward(self) -> str:
+        """Which forward the engines run: the batched engines always use the numpy forward
+        of :mod:`specdec_lite.batch_kv`, Medusa the target's own (``target.backend``)."""
+        return f"batched: numpy; medusa: {getattr(self.target, 'backend', 'numpy')}"
+
     @classmethod
     def shipped(cls, **options) -> EngineFactory:
         """The shipped GPT target, its distilled draft, Medusa heads and the corpus 3-gram."""

@@ -376,11 +376,13 @@ def test_metrics_count_what_was_sent(server):
 
 
 def test_health(server):
+    post(server.url, dict(prompt="x", max_tokens=2, seed=1))  # at least one engine step
     reply = httpx.get(server.url + "/health", timeout=10)
     assert reply.status_code == 200
     data = reply.json()
     assert data["status"] == "ok" and data["waiting"] == 0 and data["running"] == 0
     assert data["steps"] > 0
+    assert data["forward"] == "batched: numpy; medusa: numpy"  # the shipped models' default
 
 
 # ------------------------------------------------------------------ load
