@@ -22,10 +22,13 @@
 - Retention: at start the journal drops ended requests past the age and count limits (never a
   running one), and says how many in /health.
 - Resume at start stays within the queue bound; a request resumed too often is set aside.
+- SIGTERM drains: every accepted request finishes whole, the process exits once done, and
+  a restart has nothing to resume.
 """
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import stat
 import threading
@@ -390,3 +393,35 @@ def test_journal_retention_by_age_and_count(tmp_path, models):
         running = _wait_for(lambda: (r := httpx.get(url + "running", timeout=10))
                             .status_code == 200 and r, 30, "the resumed request finishes")
         assert running.json()["usage"]["completion_tokens"] == 8
+
+
+def test_sigterm_drains_the_requests_in_flight(tmp_path, models):
+    """SIGTERM: the server stops taking connections, finishes every request it had
+    accepted (each with the uninterrupted run's text), and exits within
+    ``--shutdown-timeout`` by re-raising the SIGTERM once shut down (uvicorn's way of
+    passing the signal on; a crash or SIGKILL would end it otherwise); restarted on its
+    directory it has nothing left to resume."""
+    bodies = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=150, temperature=1.0,
+                   seed=40 + i, method="draft" if i % 2 else "medusa", k=3)
+              for i in range(6)]
+    data_dir = tmp_path / "data"
+    srv = start_server(data_dir=data_dir, max_batch=2, max_queue=8,
+                       log_path=tmp_path / "log", extra_args=("--shutdown-timeout", "30"))
+    try:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            replies = [pool.submit(httpx.post, srv.url + "/v1/completions", json=body,
+                                   timeout=TIMEOUT) for body in bodies]
+            _wait_for(lambda: _health(srv.url)[1].json()["running"] > 0, 10, "work starts")
+            srv.process.terminate()  # SIGTERM while requests run and wait
+            answers = [reply.result(TIMEOUT) for reply in replies]
+        assert srv.process.wait(timeout=35) == -signal.SIGTERM
+    finally:
+        srv.kill()
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["text"] == reference_text(models, body)
+    with pytest.raises(httpx.TransportError):  # nothing listens any more
+        httpx.get(srv.url + "/health", timeout=2)
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as again:
+        health = _health(again.url)[1].json()
+        assert health["resumed"] == 0 and health["running"] == 0
