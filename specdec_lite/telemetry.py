@@ -18,7 +18,8 @@ The metrics (prefix ``specdec_``): ``tokens_total``, ``target_calls_total``,
 ``accepted_tokens`` (histogram of draft tokens accepted per speculative step),
 ``step_latency_seconds`` (histogram), ``fallbacks_total{cause}`` (steps decoded plainly,
 by :data:`specdec_lite.faults.CAUSES`), ``errors_total{cause}`` (verifier faults by cause,
-and ``"generation"`` for an exception that ended a generation), ``batch_size``
+``"generation"`` for an exception that ended a generation, and in the service
+``"journal"``, ``"engine"`` or ``"scheduler"`` for a failure of its own machinery), ``batch_size``
 (histogram, one observation per engine step) and ``generations_total{outcome}``.
 """
 
@@ -145,8 +146,8 @@ class PrometheusSink(NullSink):
         self.draft_calls = counter("draft_calls", "Draft forward passes")
         self.steps = counter("steps", "Sequence steps, by kind", ("kind",))
         self.fallbacks = counter("fallbacks", "Steps decoded plainly, by cause", ("cause",))
-        self.errors = counter("errors", "Verifier faults and failed generations, by cause",
-                              ("cause",))
+        self.errors = counter("errors", "Verifier faults, failed generations and service "
+                              "failures, by cause", ("cause",))
         self.generations = counter("generations", "Generations ended, by outcome", ("outcome",))
         self.accepted = Histogram("specdec_accepted_tokens",
                                   "Draft tokens accepted per speculative step",

@@ -106,7 +106,9 @@ class ServiceMetrics:
         self.latency.observe(time.monotonic() - job.submitted_at)
 
     def error(self, cause: str) -> None:
-        self.sink.fault("-", "error", cause)
+        """A failure of the service's own machinery, counted under its cause
+        (``"journal"``, ``"engine"``, ``"scheduler"``) in ``errors_total``."""
+        self.sink.fault("-", cause, f"{cause} failed")
 
     def rejected(self) -> None:
         self.requests.labels("rejected").inc()

@@ -637,6 +637,19 @@ def test_medusa_requests_advance_a_step_per_turn_with_their_own_settings(models)
         assert len(updates[name]) == len(alone.steps) - 1  # one step per turn
 
 
+def test_service_errors_are_counted_under_their_own_cause():
+    from specdec_lite.service.stats import ServiceMetrics
+
+    metrics = ServiceMetrics()
+    for cause in ("journal", "journal", "engine", "scheduler"):
+        metrics.error(cause)
+    text, _ = metrics.exposition(0, 0)
+    assert 'specdec_errors_total{cause="journal"} 2.0' in text
+    assert 'specdec_errors_total{cause="engine"} 1.0' in text
+    assert 'specdec_errors_total{cause="scheduler"} 1.0' in text
+    assert 'specdec_errors_total{cause="error"} 0.0' in text  # not counted as a verifier fault
+
+
 def test_plain_method_steps_are_counted_as_plain_not_as_accepted_zeros():
     from specdec_lite.service.scheduler import StepUpdate
     from specdec_lite.service.stats import ServiceMetrics

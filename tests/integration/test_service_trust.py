@@ -24,6 +24,8 @@
 - Resume at start stays within the queue bound; a request resumed too often is set aside.
 - SIGTERM drains: every accepted request finishes whole, the process exits once done, and
   a restart has nothing to resume.
+- Medusa requests advance a step per turn: past the deadline they end part of the way with
+  504, and Medusa requests with different temperatures share the engine.
 """
 
 from __future__ import annotations
@@ -425,3 +427,29 @@ def test_sigterm_drains_the_requests_in_flight(tmp_path, models):
     with start_server(data_dir=data_dir, log_path=tmp_path / "log") as again:
         health = _health(again.url)[1].json()
         assert health["resumed"] == 0 and health["running"] == 0
+
+
+def test_medusa_requests_meet_their_deadline_and_share_the_engine(tmp_path, models):
+    """Medusa advances a step per turn: past ``--deadline`` long Medusa requests end with
+    504 and the tokens they had, part of the way (a request decoded whole in one turn, as
+    Medusa used to be, has all its tokens or none), and Medusa requests with different
+    temperatures run together, each equal to its solo run."""
+    longs = [dict(prompt=PROMPTS[i], max_tokens=200, method="medusa", k=3, temperature=1.0,
+                  seed=3 + i) for i in range(4)]
+    with start_server(data_dir=tmp_path / "short", deadline_s=0.1,
+                      log_path=tmp_path / "log") as short:
+        with ThreadPoolExecutor(len(longs)) as pool:
+            replies = list(pool.map(lambda b: httpx.post(short.url + "/v1/completions",
+                                                         json=b, timeout=TIMEOUT), longs))
+    assert {r.status_code for r in replies} == {504}, [r.text for r in replies]
+    done = [r.json()["usage"]["completion_tokens"] for r in replies]
+    assert any(0 < n < 200 for n in done), done
+    bodies = [dict(prompt=PROMPTS[i], max_tokens=60, method="medusa", k=3,
+                   temperature=t, seed=20 + i) for i, t in enumerate((0.0, 0.6, 1.0, 1.3))]
+    with start_server(data_dir=tmp_path / "data", log_path=tmp_path / "log2") as srv:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = list(pool.map(lambda b: httpx.post(srv.url + "/v1/completions", json=b,
+                                                         timeout=TIMEOUT), bodies))
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["text"] == reference_text(models, body)
