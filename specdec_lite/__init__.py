@@ -21,6 +21,7 @@ from .distributions import (
     top_p_filter,
     tv_distance,
 )
+from .draft_length import AdaptiveK, AutoK, FixedK, StepCosts, TheoryK
 from .medusa import (
     MedusaHeads,
     Tree,
@@ -32,6 +33,7 @@ from .medusa import (
 from .medusa_decode import medusa_generate
 from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
 from .pretrained import Pretrained, load_pretrained
+from .proposers import Draft, ModelDraft, PromptLookup
 from .resilient import resilient_generate
 from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
 from .tokenizer import CharTokenizer
@@ -40,18 +42,26 @@ from .verify import RULES, Verification, residual, verify
 
 __all__ = [
     "RULES",
+    "AdaptiveK",
+    "AutoK",
     "BatchEngine",
     "CircuitBreaker",
     "CharTokenizer",
+    "Draft",
+    "FixedK",
     "FastModel",
     "Generation",
     "MarkovModel",
     "MedusaHeads",
     "Model",
+    "ModelDraft",
     "NGramModel",
     "Pretrained",
+    "PromptLookup",
     "Step",
+    "StepCosts",
     "TableModel",
+    "TheoryK",
     "TransformerConfig",
     "TransformerModel",
     "Tree",

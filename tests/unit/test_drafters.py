@@ -61,6 +61,13 @@ def test_lookup_finds_nothing_without_a_match():
     assert lookup(ids(1, 2, 1, 3), 3, max_ngram=3, min_ngram=2).size == 0  # "1 3" is new
 
 
+def test_the_drafters_are_importable_from_the_package():
+    import specdec_lite
+
+    assert specdec_lite.PromptLookup is PromptLookup and specdec_lite.ModelDraft is ModelDraft
+    assert specdec_lite.AutoK is AutoK and specdec_lite.StepCosts is StepCosts
+
+
 def test_prompt_lookup_is_deterministic_and_free():
     draft = PromptLookup().propose(ids(1, 2, 3, 1, 2), 4, GREEDY, np.random.default_rng(0))
     assert draft.tokens.tolist() == [3, 1, 2] and draft.q is None and draft.n_calls == 0
