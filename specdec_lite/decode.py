@@ -271,7 +271,7 @@ def check_speculative(target: object, draft: object, prompt: object, k: object,
 def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, policy: object,
                 sampling: Sampling, rule: str, params: dict, rng: np.random.Generator,
                 eos_id: int | None, max_new_tokens: int, name: str = "target", *,
-                step: Callable = None, gen: Generation | None = None,
+                step: Callable | None = None, gen: Generation | None = None,
                 after_step: Callable | None = None) -> Generation:
     """The library's one step loop, on checked arguments: steps with the k ``policy``
     chooses (a policy that always says 0, with no ``proposer``, is plain decoding), never
@@ -352,7 +352,8 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     remembered for as long as both models live. The timed steps draw from their own
     Generator and record into a scratch trace, so the caller's run is untouched."""
     # a model draft is timed per model; another proposer per class (its cost is its code's)
-    drafter = getattr(proposer, "model", None) or type(proposer)
+    drafter = getattr(proposer, "model", None)
+    drafter = type(proposer) if drafter is None else drafter
     key = (id(target), id(drafter), sampling.greedy, k_max)
     known = _MEASURED.get(key)
     if known is not None and known[0]() is target and known[1]() is drafter:
