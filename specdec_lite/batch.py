@@ -58,10 +58,10 @@ import numpy as np
 
 from .batch_kv import batch_rows
 from .checks import check_eos, check_int, check_prompt, check_tokens, check_window
-from .decode import Generation, Step, check_draft, cut_at_eos
+from .decode import Generation, Step, ask_proposer, cut_at_eos
 from .distributions import Sampling, as_generator, sample
 from .models import check_model
-from .proposers import as_proposer, one_hot_rows
+from .proposers import as_proposer
 from .verify import Verification, check_rule, verify_checked
 
 
@@ -393,10 +393,9 @@ class BatchEngine:
     def _ask_proposer(self, state: SequenceState, k: int) -> Proposal:
         """One sequence's proposal from a proposer that is not a model (checked as
         ``speculative_generate`` checks it)."""
-        draft = self.proposer.propose(state.context, k, state.sampling, state.rng)
-        drafted = check_draft(draft, k, self.vocab)  # [k_b]
-        state.gen.n_draft_calls += draft.n_calls
-        q = draft.q if draft.q is not None else one_hot_rows(drafted, self.vocab)  # [k_b, V]
+        drafted, q, n_calls = ask_proposer(self.proposer, state.context, k, state.sampling,
+                                           state.rng, self.vocab)  # [k_b], [k_b, V]
+        state.gen.n_draft_calls += n_calls
         return Proposal(state, drafted, q)
 
     def verify_batch(self, proposals: list[Proposal]) -> list[Verification]:

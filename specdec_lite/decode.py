@@ -317,10 +317,8 @@ def speculative_step(target: object, proposer: object, seq: np.ndarray, k: int,
     if k == 0:
         return _plain_step(target, seq, sampling, rule, rng, eos_id, gen, name,
                            "bonus" if proposer is not None else "sample")
-    draft = proposer.propose(seq, k, sampling, rng)
-    drafted = check_draft(draft, k, target.vocab_size)  # [k_b]
-    q = draft.q if draft.q is not None else one_hot_rows(drafted, target.vocab_size)
-    gen.n_draft_calls += draft.n_calls
+    drafted, q, n_calls = ask_proposer(proposer, seq, k, sampling, rng, target.vocab_size)
+    gen.n_draft_calls += n_calls
     ctx = np.concatenate([seq, drafted])  # [n + k_b]
     target_probs = sampling.warp(model_rows(target, ctx, len(drafted) + 1, "target",
                                             sampling.temperature))  # [k_b + 1, V]
@@ -405,6 +403,17 @@ class Padded:
         if draft.q is not None:
             q = np.concatenate([draft.q, one_hot_rows(tokens[m:], draft.q.shape[1])])
         return Draft(tokens, q, draft.n_calls)
+
+
+def ask_proposer(proposer: object, context: np.ndarray, k: int, sampling: Sampling,
+                 rng: np.random.Generator, vocab: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``proposer``'s answer for up to ``k`` tokens after ``context``, checked
+    (:func:`check_draft`): the drafted ids [k_b], the rows q [k_b, V] they were drawn from
+    (one-hot where the proposer chose them without chance) and the model calls it cost."""
+    draft = proposer.propose(context, k, sampling, rng)
+    drafted = check_draft(draft, k, vocab)  # [k_b]
+    q = draft.q if draft.q is not None else one_hot_rows(drafted, vocab)  # [k_b, V]
+    return drafted, q, draft.n_calls
 
 
 def check_draft(draft: object, k: int, vocab: int) -> np.ndarray:

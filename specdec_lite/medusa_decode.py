@@ -58,6 +58,7 @@ class MedusaRun:
     hidden: np.ndarray | None = None
     done: bool = False
     started: float = 0.0
+    first_child: dict[int, int] = field(default_factory=dict)  # node -> its best-ranked child
 
     @property
     def greedy(self) -> bool:
@@ -127,7 +128,9 @@ def medusa_start(
     run = MedusaRun(target, heads, tree, rule, params, temperature, top_k, top_p, eos_id,
                     max_new_tokens, as_generator(seed), cache,
                     Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt),
-                    started=time.perf_counter())
+                    started=time.perf_counter(),
+                    first_child={int(p): i for i, p in reversed(list(enumerate(tree.parent)))
+                                 if i > 0})
     if max_new_tokens == 0:
         run.done = True
         return run
@@ -147,7 +150,7 @@ def medusa_step(run: MedusaRun) -> list[int]:
     if run.done:
         raise ValueError("this Medusa run is already done")
     target, tree, gen = run.target, run.tree, run.gen
-    first_child = {int(p): i for i, p in reversed(list(enumerate(tree.parent))) if i > 0}
+    first_child = run.first_child
     head_logits = run.heads.logits(run.hidden[None])[:, 0]  # [H, V]
     gen.n_head_calls += 1
     node_tokens, q = _node_tokens(tree, head_logits, run.rule, run.temperature, run.rng,

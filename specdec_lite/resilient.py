@@ -43,7 +43,7 @@ from .checks import check_positive
 from .decode import (
     Generation,
     Step,
-    check_draft,
+    ask_proposer,
     check_speculative,
     cut_at_eos,
     decode_loop,
@@ -57,7 +57,6 @@ from .faults import (
     generator_state,
 )
 from .models import model_rows
-from .proposers import one_hot_rows
 from .telemetry import NULL_SINK, Sink, StepEvent, Summary
 from .verify import Verification
 
@@ -216,10 +215,8 @@ class BoundedStep:
         n_draft_calls, cause = 0, "circuit_open"
         if self.breaker.allow():
             try:
-                draft = proposer.propose(seq, k, sampling, rng)
-                drafted = check_draft(draft, k, vocab)  # [k_b]
-                q = draft.q if draft.q is not None else one_hot_rows(drafted, vocab)
-                n_draft_calls = draft.n_calls
+                drafted, q, n_calls = ask_proposer(proposer, seq, k, sampling, rng, vocab)
+                n_draft_calls = n_calls
                 request = VerifyRequest(np.concatenate([seq, drafted]), q,
                                         sampling.temperature, sampling.top_k, sampling.top_p,
                                         rule, params, generator_state(rng))
