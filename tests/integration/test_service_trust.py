@@ -453,3 +453,43 @@ def test_medusa_requests_meet_their_deadline_and_share_the_engine(tmp_path, mode
     for body, answer in zip(bodies, answers, strict=True):
         assert answer.status_code == 200, answer.text
         assert answer.json()["choices"][0]["text"] == reference_text(models, body)
+
+
+def test_a_stream_keeps_flowing_next_to_medusa_requests(tmp_path):
+    """A plain stream is not stalled by Medusa requests that arrive beside it: Medusa
+    advances each request one step per engine turn, so the stream's events keep arriving
+    while the Medusa requests run. (Decoded whole in one turn, as Medusa used to be, the
+    Medusa requests held the engine thread until they had all their tokens, and the stream
+    got next to nothing until the first of them finished.)"""
+    medusa = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=200, method="medusa", k=3,
+                   temperature=t, seed=40 + i)
+              for i, t in enumerate((0.0, 0.4, 0.7, 1.0, 1.2, 1.5))]
+    stream_body = dict(prompt="def main(", max_tokens=200, method="plain", temperature=1.0,
+                       seed=7, stream=True)
+    events: list[float] = []
+    finished: list[float] = []
+
+    def read_stream(url: str) -> None:
+        with httpx.stream("POST", url, json=stream_body, timeout=TIMEOUT) as reply:
+            assert reply.status_code == 200
+            for line in reply.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    events.append(time.monotonic())
+
+    def post_medusa(url: str, body: dict) -> int:
+        reply = httpx.post(url, json=body, timeout=TIMEOUT)
+        finished.append(time.monotonic())
+        return reply.status_code
+
+    with start_server(max_batch=8, log_path=tmp_path / "log") as srv:
+        url = srv.url + "/v1/completions"
+        with ThreadPoolExecutor(len(medusa) + 1) as pool:
+            streaming = pool.submit(read_stream, url)
+            _wait_for(lambda: len(events) >= 5, 20, "the stream starts")
+            medusa_sent = time.monotonic()
+            statuses = [pool.submit(post_medusa, url, body) for body in medusa]
+            streaming.result(TIMEOUT)
+            assert [s.result(TIMEOUT) for s in statuses] == [200] * len(medusa)
+    during = sum(medusa_sent < t < min(finished) for t in events)
+    assert len(events) >= 100, len(events)
+    assert during >= 40, (during, len(events))
