@@ -13,7 +13,7 @@ Rules (p = target, q = draft, as in Leviathan et al. 2023):
   tokens are distributed exactly as sampling from p. Lossless.
 * ``"greedy"`` — accept while x_i == argmax p_i; the extra token is argmax p.
   Lossless with respect to greedy decoding of the target.
-* ``"threshold"`` — the source blogs' rule: accept while p_i(x_i) / q_i(x_i) > θ
+* ``"threshold"`` — a plausible shortcut: accept while p_i(x_i) / q_i(x_i) > θ
   (parameter ``theta``); the correction is sampled from p. **Lossy**: the output
   does not follow p.
 * ``"typical"`` — Medusa's typical acceptance: accept while
