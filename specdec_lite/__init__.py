@@ -7,7 +7,8 @@ service (``specdec_lite.service``) and the transformers bridge (``specdec_lite.h
 are imported on their own, with their extras.
 """
 
-from .batch import BatchEngine, generate_batch, speculative_generate_batch
+from .batch import BatchEngine
+from .batch_generate import generate_batch, speculative_generate_batch
 from .breaker import CircuitBreaker
 from .corpus import fit_ngrams, load_text
 from .decode import Generation, Step, generate, speculative_generate

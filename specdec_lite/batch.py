@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,12 +122,18 @@ class BatchEngine:
     time. ``draft=None`` or ``k=0`` decodes plainly (one target call per token).
     ``k`` defaults to 4 with a draft. ``rule`` and ``rule_params`` are those of
     :func:`specdec_lite.decode.speculative_generate`. At most ``max_batch`` sequences
-    are active at once; the rest wait.
+    are active at once; the rest wait. With ``spec_max_batch`` set, a step with more
+    active sequences than that is a plain step (no drafting, one row per sequence): under
+    load the batch already fills the target's matrix products, and the extra rows of
+    speculation cost about what they weigh (chapter 7). Which kind a step is depends only
+    on how many sequences are active, never on a draw, so each sequence's output law stays
+    the target's.
     """
 
     def __init__(self, target: object, draft: object | None = None, *, k: int | None = None,
                  temperature: float = 1.0, rule: str = "exact", top_k: int | None = None,
-                 top_p: float | None = None, max_batch: int = 16, fall_back: bool = False,
+                 top_p: float | None = None, max_batch: int = 16,
+                 spec_max_batch: int | None = None, fall_back: bool = False,
                  breaker: object | None = None,
                  inject_fault: Callable[[int], None] | None = None,
                  **rule_params: float) -> None:
@@ -152,6 +158,9 @@ class BatchEngine:
         self.top_k, self.top_p = self.sampling.top_k, self.sampling.top_p
         self.rule, self.params = rule, check_rule(rule, rule_params)
         self.max_batch = check_int(max_batch, "max_batch", 1)
+        self.spec_max_batch = (None if spec_max_batch is None
+                               else check_int(spec_max_batch, "spec_max_batch", 1))
+        self.n_plain_by_load = 0  # steps decoded plainly because the batch was too large
         self._target_rows = batch_rows(target, "target", self.max_batch)
         self._draft_rows = (batch_rows(draft, "draft", self.max_batch)
                             if self.k and self.proposer is None else None)
@@ -271,6 +280,9 @@ class BatchEngine:
         if self.draft is not None and self.breaker is not None and not self.breaker.allow():
             self._count_fallback("circuit_open")
             proposals = self._plain(self.propose_nothing())
+        elif self.spec_max_batch is not None and len(self.active) > self.spec_max_batch:
+            self.n_plain_by_load += 1
+            proposals = self.propose_nothing()
         else:
             proposals = self.propose()
         proposals, results = self._verify_or_fall_back(proposals)
@@ -459,77 +471,4 @@ def _ends_at_eos(state: SequenceState) -> bool:
     return state.eos_id is not None and state.n_new > 0 and state.context[-1] == state.eos_id
 
 
-def _generators(seeds: object, n: int) -> list[np.random.Generator]:
-    """One Generator per sequence: ``seeds`` is a list of n seeds or Generators, an int
-    (sequence i gets ``SeedSequence(seeds).spawn(n)[i]``) or None (fresh entropy)."""
-    if seeds is None or (isinstance(seeds, int | np.integer) and not isinstance(seeds, bool)):
-        children = np.random.SeedSequence(None if seeds is None else int(seeds)).spawn(n)
-        return [np.random.default_rng(child) for child in children]
-    if not isinstance(seeds, Sequence) or len(seeds) != n:
-        raise ValueError(f"seeds must be None, an int, or a list of {n} seeds (one per "
-                         f"prompt), got {seeds!r:.60}")
-    return [as_generator(seed) for seed in seeds]
-
-
-def _per_prompt(value: object, n: int, name: str) -> list:
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        if len(value) != n:
-            raise ValueError(f"{name} must be one value or a list of {n}, got {len(value)}")
-        return list(value)
-    return [value] * n
-
-
-def speculative_generate_batch(
-    target: object,
-    draft: object | None,
-    prompts: Sequence[object],
-    *,
-    k: int,
-    max_new_tokens: int | Sequence[int],
-    temperature: float = 1.0,
-    rule: str = "exact",
-    seeds: object = None,
-    eos_id: int | None = None,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    max_batch: int | None = None,
-    **rule_params: float,
-) -> list[Generation]:
-    """Speculative decoding of every prompt in ``prompts``, batched (:class:`BatchEngine`).
-
-    Returns one :class:`~specdec_lite.decode.Generation` per prompt, in order.
-    ``max_new_tokens`` is one number or one per prompt; ``seeds`` one per prompt (each
-    sequence's own Generator), an int (spawned into one child seed per prompt) or None.
-    ``max_batch`` (default: all prompts) bounds the active sequences; the others join as
-    sequences finish. ``k=0`` (or ``draft=None``) is plain batched decoding.
-    """
-    if not isinstance(prompts, Sequence) or isinstance(prompts, str) or not prompts:
-        raise ValueError("prompts must be a non-empty list of token sequences")
-    n = len(prompts)
-    rngs = _generators(seeds, n)
-    limits = _per_prompt(max_new_tokens, n, "max_new_tokens")
-    engine = BatchEngine(target, draft, k=check_int(k, "k", 0), temperature=temperature,
-                         rule=rule, top_k=top_k, top_p=top_p,
-                         max_batch=n if max_batch is None else max_batch, **rule_params)
-    for i, (prompt, limit, rng) in enumerate(zip(prompts, limits, rngs, strict=True)):
-        try:
-            engine.add(prompt, max_new_tokens=limit, seed=rng, eos_id=eos_id, request_id=i)
-        except (TypeError, ValueError) as err:
-            raise type(err)(f"prompts[{i}]: {err}") from None
-    done = engine.run()
-    return [done[i] for i in range(n)]
-
-
-def generate_batch(target: object, prompts: Sequence[object], *,
-                   max_new_tokens: int | Sequence[int], temperature: float = 1.0,
-                   seeds: object = None, eos_id: int | None = None, top_k: int | None = None,
-                   top_p: float | None = None, max_batch: int | None = None) -> list[Generation]:
-    """Plain batched decoding: :func:`specdec_lite.decode.generate` for every prompt, one
-    batched target call per token (``speculative_generate_batch`` with no draft)."""
-    return speculative_generate_batch(target, None, prompts, k=0, max_new_tokens=max_new_tokens,
-                                      temperature=temperature, seeds=seeds, eos_id=eos_id,
-                                      top_k=top_k, top_p=top_p, max_batch=max_batch)
-
-
-__all__ = ["BatchEngine", "Proposal", "SequenceState", "generate_batch",
-           "speculative_generate_batch"]
+__all__ = ["BatchEngine", "Proposal", "SequenceState"]

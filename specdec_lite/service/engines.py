@@ -165,8 +165,11 @@ class EngineFactory:
 
     def __init__(self, tokenizer, target, draft, ngram_draft, heads, *,
                  breaker: Callable[[], CircuitBreaker] | None = None,
-                 inject_fault: Callable[[int], None] | None = None) -> None:
+                 inject_fault: Callable[[int], None] | None = None,
+                 spec_max_batch: int | None = None) -> None:
         self.tokenizer, self.target, self.draft = tokenizer, target, draft
+        # a batched engine decodes plainly while more sequences than this are active
+        self.spec_max_batch = spec_max_batch
         self.ngram_draft, self.heads = ngram_draft, heads
         self.max_len = int(target.config.max_len)
         self.n_heads = int(heads.n_heads)
@@ -201,6 +204,6 @@ class EngineFactory:
                  "lookup": PromptLookup()}[method]
         engine = BatchEngine(self.target, draft, k=k if draft is not None else 0,
                              temperature=temperature, top_p=top_p, max_batch=max_batch,
-                             fall_back=True, breaker=self.new_breaker(),
-                             inject_fault=self.inject_fault)
+                             spec_max_batch=self.spec_max_batch, fall_back=True,
+                             breaker=self.new_breaker(), inject_fault=self.inject_fault)
         return BatchStepEngine(engine)

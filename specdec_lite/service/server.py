@@ -51,6 +51,10 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
     p.add_argument("--no-journal", action="store_true", help="keep no journal")
     p.add_argument("--max-batch", type=_bounded(1, 256), default=16,
                    help="sequences decoded together (1 turns batching off)")
+    p.add_argument("--spec-max-batch", type=_bounded(0, 256), default=0,
+                   help="decode plainly while more than this many sequences share an engine "
+                        "step (a full batch gains little from speculation; chapter 7); "
+                        "default 0: always speculate")
     p.add_argument("--max-queue", type=_bounded(1, 100_000), default=64,
                    help="jobs held (running + waiting) before answering 429")
     p.add_argument("--deadline", type=_bounded(0.1, 3600.0, float), default=60.0,
@@ -121,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import uvicorn
 
         from .app import ServiceConfig, create_app
+        from .engines import EngineFactory
         from .runtime import Runtime
     except ImportError as exc:
         print(f"specdec_lite serve: error: {exc.name} is not installed; install the serve "
@@ -135,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            api_key=args.api_key or None, allowed_hosts=hosts or ("*",),
                            docs=args.docs)
     try:
-        runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch,
+        factory = EngineFactory.shipped(spec_max_batch=args.spec_max_batch or None)
+        runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch, factory=factory,
                           max_queue=args.max_queue, deadline_s=args.deadline,
                           journal_sync=args.journal_sync,
                           retention_s=args.retention_hours * 3600 or None,

@@ -493,3 +493,23 @@ def test_a_stream_keeps_flowing_next_to_medusa_requests(tmp_path):
     during = sum(medusa_sent < t < min(finished) for t in events)
     assert len(events) >= 100, len(events)
     assert during >= 40, (during, len(events))
+
+
+def test_spec_max_batch_decodes_a_full_batch_plainly(tmp_path, models):
+    """``--spec-max-batch 1``: while several draft requests share the engine, its steps are
+    plain (no draft calls), and the greedy answers stay those of the library."""
+    bodies = [dict(prompt=PROMPTS[i], max_tokens=120, method="draft", k=3, temperature=0.0,
+                   seed=i)
+              for i in range(4)]
+    with start_server(max_batch=4, log_path=tmp_path / "log",
+                      extra_args=("--spec-max-batch", "1")) as srv:
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = list(pool.map(lambda b: httpx.post(srv.url + "/v1/completions", json=b,
+                                                         timeout=TIMEOUT), bodies))
+    drafted = alone = 0
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["text"] == reference_text(models, body)
+        drafted += answer.json()["spec"]["n_draft_calls"]
+        alone += reference(models, body).n_draft_calls
+    assert drafted < 0.5 * alone, (drafted, alone)

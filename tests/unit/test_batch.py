@@ -8,7 +8,8 @@ import pytest
 from support import random_params
 
 from specdec_lite import MarkovModel, NGramModel, generate, load_pretrained, speculative_generate
-from specdec_lite.batch import BatchEngine, generate_batch, speculative_generate_batch
+from specdec_lite.batch import BatchEngine
+from specdec_lite.batch_generate import generate_batch, speculative_generate_batch
 from specdec_lite.batch_kv import GPTRows, forward_batch
 from specdec_lite.corpus import load_text
 from specdec_lite.exactness import chi_square, sequence_law
@@ -163,6 +164,34 @@ def test_batched_output_follows_the_target_law(draft, k, temperature, cuts) -> N
     assert test.passed(), str(test)
 
 
+def law_under_load(spec_max_batch: int):
+    """N sequences from one prompt, three joining before each step, so the batch grows
+    and shrinks across ``spec_max_batch`` and sequences mix plain and speculative steps;
+    returns (their first LENGTH tokens, plain steps taken because of the load, all steps)."""
+    target, draft = tiny_gpt(0, scale=3.0), tiny_gpt(1, scale=3.0)
+    engine = BatchEngine(target, draft, k=2, temperature=1.0, max_batch=64,
+                         spec_max_batch=spec_max_batch)
+    seeds = np.random.SeedSequence(777).spawn(N)
+    done: dict = {}
+    for i in range(0, N, 3):
+        for j in range(i, min(i + 3, N)):
+            engine.add([1, 0], max_new_tokens=LENGTH, seed=np.random.default_rng(seeds[j]),
+                       request_id=j)
+        done.update(engine.step())
+    done.update(engine.run())
+    return [done[i].tokens.tolist() for i in range(N)], engine.n_plain_by_load, engine.n_steps
+
+
+@pytest.mark.statistical
+def test_speculation_switched_off_under_load_keeps_the_target_law() -> None:
+    """The same law test as above (whose power the next test shows) on sequences that mix
+    plain steps (batch above ``spec_max_batch``) and speculative ones."""
+    runs, n_plain, n_steps = law_under_load(spec_max_batch=8)
+    assert 0.2 * n_steps < n_plain < 0.8 * n_steps  # a real mix of the two kinds of step
+    test = chi_square(runs, sequence_law(tiny_gpt(0, scale=3.0), [1, 0], LENGTH, 1.0))
+    assert test.passed(), str(test)
+
+
 def test_the_law_test_catches_a_lossy_rule_in_the_batch() -> None:
     target, draft = tiny_gpt(0, scale=3.0), tiny_gpt(1, scale=3.0)
     law = sequence_law(target, [1, 0], LENGTH, 1.0)
@@ -294,8 +323,8 @@ def test_bench_batch_section_rows_and_table() -> None:
     section = measure(models, [np.arange(6) % 13, np.arange(9) % 13], settings)
     rows = section["rows"]
     assert len(rows) == 2 * 2 * 2 and section["settings"]["sizes"] == [1, 3]
-    for row in rows:
-        assert row["tokens"] == row["batch"] * 5 * 2 and row["n_runs"] == 2
+    for row in rows:  # every B decodes the same three sequences (two prompts, reused)
+        assert row["tokens"] == 3 * 5 * 2 and row["n_runs"] == 2
         assert row["tokens_per_s"] > 0
         lo, hi = row["tokens_per_s_ci"]
         assert lo <= row["tokens_per_s"] <= hi
@@ -308,3 +337,57 @@ def test_bench_batch_section_rows_and_table() -> None:
     assert "batch" in {name for name, _, _ in OPTIONAL_FIELDS}
     with pytest.raises(ValueError, match="sizes"):
         measure(models, [np.arange(6)], BatchSettings(sizes=(0,)))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_bench_batch_sizes_decode_the_same_sequences(temperature) -> None:
+    """The batch benchmark compares batch sizes on one workload: each sequence keeps its
+    prompt and its seed whatever batch it is decoded in, so batches of 1 and of 3 emit the
+    same tokens."""
+    from types import SimpleNamespace
+
+    from specdec_lite.bench.batch import BatchSettings, run_in_batches
+
+    config = TransformerConfig(vocab_size=13, n_layer=1, n_head=2, d_model=16, max_len=32)
+    models = SimpleNamespace(target=TransformerModel(config, random_params(config, 1)),
+                             draft=TransformerModel(config, random_params(config, 2)))
+    settings = BatchSettings(sizes=(1, 3), k=2, new_tokens=6)
+    sequences = [np.arange(6) % 13, np.arange(9) % 13, np.arange(3, 10) % 13]
+    decoded = {b: run_in_batches(models, "speculative", sequences, b, temperature, settings,
+                                 repeat=0)[1] for b in (1, 2, 3)}
+    for b in (2, 3):
+        assert [g.tokens.tolist() for g in decoded[b]] == [g.tokens.tolist() for g in decoded[1]]
+    assert len({tuple(g.tokens.tolist()) for g in decoded[1]}) > 1
+
+
+# ---------------------------------------------------------------- speculation off under load
+
+
+def test_spec_max_batch_decodes_plainly_above_it(shipped) -> None:
+    """A step with more than ``spec_max_batch`` active sequences drafts nothing; once the
+    batch is small enough the engine speculates again."""
+    models, _, prompts, _ = shipped
+    engine = BatchEngine(models.target, models.draft, k=3, temperature=0.0, rule="greedy",
+                         max_batch=4, spec_max_batch=2)
+    for i, (prompt, limit) in enumerate(zip(prompts[:4], (6, 10, 24, 24), strict=True)):
+        engine.add(prompt, max_new_tokens=limit, seed=i, request_id=i)
+    done = engine.run()
+    full = [b for b in engine.batch_sizes if b > 2]
+    assert engine.n_plain_by_load == len(full) > 0
+    assert len(full) < len(engine.batch_sizes)  # the last two sequences speculated
+    assert done[0].n_draft_calls == done[1].n_draft_calls == 0  # gone before the batch shrank
+    assert done[2].n_draft_calls > 0 and done[2].n_target_calls < 24
+    with pytest.raises(ValueError, match="spec_max_batch"):
+        BatchEngine(models.target, models.draft, k=3, spec_max_batch=0)
+
+
+def test_spec_max_batch_keeps_tokens_equal_to_the_plain_batch(shipped) -> None:
+    models, _, prompts, _ = shipped
+    plain = generate_batch(models.target, prompts[:4], max_new_tokens=20, temperature=0.0)
+    mixed = speculative_generate_batch(models.target, models.draft, prompts[:4], k=3,
+                                       max_new_tokens=[6, 10, 20, 20], temperature=0.0,
+                                       rule="greedy", spec_max_batch=2)
+    for p, m in zip(plain, mixed, strict=True):
+        assert m.tokens.tolist() == p.tokens[:len(m.tokens)].tolist()
+    assert sum(m.n_draft_calls for m in mixed) > 0
+    assert mixed[0].n_draft_calls == 0  # it finished while the batch was full
