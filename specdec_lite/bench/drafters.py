@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,6 +195,93 @@ def read_json(path: str | Path) -> dict:
     return data
 
 
+def pool_counts(gens: Sequence[Generation]) -> dict:
+    """α, τ, tokens proposed per target call and draft calls of several decodes, the counts
+    summed before dividing (as :func:`summarise` pools runs); α is None if nothing was
+    checked."""
+    if isinstance(gens, Generation) or not isinstance(gens, Sequence) or not gens:
+        raise TypeError(f"gens must be a non-empty sequence of Generation, got {gens!r:.60}")
+    if not all(isinstance(g, Generation) for g in gens):
+        raise TypeError("gens must hold Generation objects only")
+    calls = sum(g.n_target_calls for g in gens)
+    if calls == 0:
+        raise ValueError("gens made no target call: there is nothing to pool")
+    checked = sum(g.n_checked for g in gens)
+    return {"alpha": sum(g.n_accepted for g in gens) / checked if checked else None,
+            "tau": sum(len(g.tokens) for g in gens) / calls,
+            "proposed": sum(g.n_proposed for g in gens) / calls,
+            "draft_calls": sum(g.n_draft_calls for g in gens)}
+
+
+def row_index(results: dict[str, dict]) -> dict[tuple[str, str, str, float], dict]:
+    """The rows of several results (a name, such as the forward's, to a result of
+    :func:`measure`), keyed ``(name, category, method, temperature)``."""
+    if not isinstance(results, dict) or not results:
+        raise TypeError(f"results must be a non-empty dict of name to result, got {results!r:.60}")
+    index = {}
+    for name, data in results.items():
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"results[{name!r}] is not a {SCHEMA} result")
+        for r in data["rows"]:
+            index[(name, r["category"], r["method"], r["temperature"])] = r
+    return index
+
+
+def ci_side(row: dict) -> str:
+    """Where a row's 95% speedup CI lies relative to 1: ``"above"`` (measurably faster than
+    plain decoding), ``"below"`` (measurably slower) or ``"contains"``."""
+    lo, hi = row["speedup_ci"]
+    return "above" if lo > 1 else "below" if hi < 1 else "contains"
+
+
+def cis_overlap(a: dict, b: dict) -> bool:
+    """Whether two rows' speedup CIs share a point (then neither is shown faster)."""
+    return a["speedup_ci"][0] <= b["speedup_ci"][1] and b["speedup_ci"][0] <= a["speedup_ci"][1]
+
+
+def short_label(method: str) -> str:
+    """A method's label shortened for a narrow table: ``"GPT, k = 3"``, ``"lookup, auto k"``."""
+    return (method.replace("GPT draft", "GPT").replace("prompt lookup", "lookup")
+            .replace("k = 6, confidence stop", "confidence"))
+
+
+def _speculative_labels() -> list[str]:
+    return [m.label for m in METHODS if m.drafter]
+
+
+def format_speedups(results: dict[str, dict]) -> str:
+    """Each speculative method's median speedup per temperature, category and result (a
+    name, such as the forward's, to a result of :func:`measure`, as :func:`row_index`
+    takes), marked ``+`` where its 95% CI lies above 1 and ``-`` where it lies below."""
+    rows, names = row_index(results), list(results)
+    mark = {"above": "+", "below": "-", "contains": " "}
+    lines = []
+    for t in next(iter(results.values()))["settings"]["temperatures"]:
+        lines.append(f"{'T = ' + format(t, 'g'):18}"
+                     + "".join(f"{cat:^{7 * len(names)}}" for cat in CATEGORIES))
+        lines.append(f"{'':18}" + "".join(f" {name:<5} " for name in names) * len(CATEGORIES))
+        for method in _speculative_labels():
+            keys = [(name, cat, method, t) for cat in CATEGORIES for name in names]
+            lines.append(f"{short_label(method):18}" + "".join(
+                f"{rows[key]['speedup']:6.2f}" + mark[ci_side(rows[key])] for key in keys))
+    return "\n".join(lines)
+
+
+def format_counts(data: dict) -> str:
+    """α and τ of each speculative method in one result, per temperature and category."""
+    rows = row_index({"": data})
+    lines = [f"{'':18}" + "".join(f"{cat:^12}" for cat in CATEGORIES),
+             f"{'':18}" + "    α     τ " * len(CATEGORIES)]
+    for t in data["settings"]["temperatures"]:
+        lines.append(f"T = {t:g}")
+        for method in _speculative_labels():
+            cells = [rows["", cat, method, t] for cat in CATEGORIES]
+            lines.append(f"{short_label(method):18}" + "".join(
+                f" {'-' if r['alpha'] is None else format(r['alpha'], '.2f'):>5} {r['tau']:5.2f}"
+                for r in cells))
+    return "\n".join(lines)
+
+
 def format_rows(data: dict) -> str:
     """The result as a plain-text table, with the machine it ran on."""
     m = data["machine"]
@@ -211,5 +299,6 @@ def format_rows(data: dict) -> str:
 
 
 __all__ = ["CATEGORIES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "DrafterSettings", "Method",
-           "category_prompts", "format_rows", "measure", "read_json", "summarise",
-           "write_json"]
+           "category_prompts", "ci_side", "cis_overlap", "format_counts", "format_rows",
+           "format_speedups", "measure", "pool_counts", "read_json", "row_index",
+           "short_label", "summarise", "write_json"]
