@@ -23,6 +23,7 @@ from .distributions import (
     tv_distance,
 )
 from .draft_length import AdaptiveK, AutoK, FixedK, StepCosts, TheoryK
+from .eagle import EagleDraft
 from .medusa import (
     MedusaHeads,
     Tree,
@@ -49,6 +50,7 @@ __all__ = [
     "CircuitBreaker",
     "CharTokenizer",
     "Draft",
+    "EagleDraft",
     "FixedK",
     "FastModel",
     "Generation",

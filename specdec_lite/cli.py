@@ -32,7 +32,7 @@ from .proposers import PromptLookup
 from .tokenizer import CharTokenizer
 from .verify import RULES
 
-DRAFTS = ("gpt", "ngram", "medusa", "prompt-lookup", "none")
+DRAFTS = ("gpt", "ngram", "medusa", "eagle", "prompt-lookup", "none")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--prompt", required=True, help="text to continue (ASCII characters)")
     gen.add_argument("--draft", choices=DRAFTS, default="gpt",
                      help="what drafts: the distilled GPT (default), the corpus n-gram, "
-                     "Medusa heads, prompt lookup (copying from earlier in the text), or "
+                     "Medusa heads, the EAGLE drafter (one layer over the target's "
+                     "features), prompt lookup (copying from earlier in the text), or "
                      "none (plain decoding)")
     gen.add_argument("--policy", choices=POLICIES, default="fixed",
                      help="draft length: k every step (fixed, default), adapted after each "
@@ -336,7 +337,7 @@ def _run_generate(args: argparse.Namespace) -> None:
     if args.ngram_demo and args.draft not in ("gpt", "none", "prompt-lookup"):
         raise ValueError(f"--draft {args.draft} needs the shipped GPT target (no --ngram-demo)")
     if args.policy != "fixed" and args.draft in ("none", "medusa"):
-        raise ValueError(f"--policy {args.policy} applies to --draft gpt, ngram or "
+        raise ValueError(f"--policy {args.policy} applies to --draft gpt, ngram, eagle or "
                          f"prompt-lookup, not {args.draft}")
     start = time.perf_counter()
     if args.ngram_demo:
@@ -345,13 +346,15 @@ def _run_generate(args: argparse.Namespace) -> None:
         _, target, draft = fit_ngrams(args.target_order, args.draft_order)
         heads = None
     else:
-        from .pretrained import load_pretrained
+        from .pretrained import load_eagle, load_pretrained
 
         shipped = load_pretrained()
         tokenizer, target, draft, heads = (shipped.tokenizer, shipped.target, shipped.draft,
                                            shipped.heads)
         if args.draft == "ngram":
             draft = fit_ngrams()[2]
+        elif args.draft == "eagle":
+            draft = load_eagle(target)
     load_s = time.perf_counter() - start
     prompt = tokenizer.encode(args.prompt)
     common = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -373,7 +376,7 @@ def _run_generate(args: argparse.Namespace) -> None:
     print("---")
     models = "n-gram target (--ngram-demo)" if args.ngram_demo else "shipped GPT target"
     drafter = {"gpt": "n-gram draft" if args.ngram_demo else "distilled GPT draft",
-               "ngram": "corpus n-gram draft", "medusa": "Medusa heads",
+               "ngram": "corpus n-gram draft", "medusa": "Medusa heads", "eagle": "EAGLE drafter",
                "prompt-lookup": "prompt lookup", "none": "no draft"}[args.draft]
     print(f"{models}, {drafter}, policy {args.policy}; rule={args.rule} k={args.k} "
           f"temperature={args.temperature:g} seed={args.seed}")

@@ -100,3 +100,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
     """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh approximation."""
     cube = x * x * x  # not x**3: float32 power is an order of magnitude slower
     return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608) * (x + np.float32(0.044715) * cube)))
+
+
+def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
+              b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fold LayerNorm's affine part into the next linear map.
+
+    (normalize(x) * gain + shift) @ w + b == normalize(x) @ (gain[:, None] * w) + (shift @ w + b)
+    """
+    return gain[:, None] * w, shift @ w + b  # [d, k], [k]

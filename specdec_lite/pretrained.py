@@ -1,8 +1,10 @@
-"""The shipped models: a character GPT target, a distilled draft GPT and Medusa heads.
+"""The shipped models: a character GPT target, a distilled draft GPT and Medusa heads
+(:func:`load_pretrained`), and an EAGLE drafter for the target (:func:`load_eagle`).
 
-All three were trained by ``specdec_lite.train`` on the bundled standard-library corpus;
+The first three were trained by ``specdec_lite.train``, the drafter by
+``specdec_lite.train_eagle``, on the bundled standard-library corpus;
 ``weights/manifest.json`` records each one's configuration, seed, steps, held-out loss
-and sha256, and loading checks every file against it.
+or acceptance, and sha256, and loading checks every file against it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import check_int
+from .eagle import EagleDraft, EagleWeights
 from .medusa import MedusaHeads
 from .tokenizer import CharTokenizer
 from .transformer import BACKENDS, TransformerConfig, TransformerModel, load_npz
@@ -159,3 +162,35 @@ def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR, backend: str = "numpy
                              f"tokenizer's {tokenizer.vocab_size}")
     return Pretrained(target=target, draft=draft, heads=heads, tokenizer=tokenizer,
                       manifest=manifest)
+
+
+def load_eagle(target: TransformerModel, weights_dir: str | Path = WEIGHTS_DIR) -> EagleDraft:
+    """The shipped EAGLE drafter (:mod:`specdec_lite.eagle`) as a proposer for ``target``,
+    the shipped GPT target (``load_pretrained().target``) it was trained on.
+
+    The file is checked against its sha256 and its arrays against the manifest's config;
+    a ``target`` whose width, vocabulary or window differs from that config raises
+    ``ValueError`` naming the field. (A target of the same sizes but other weights would
+    load, and its drafts stay exact, but few of them would be accepted.)
+    """
+    if not isinstance(target, TransformerModel):
+        raise TypeError(f"target must be a TransformerModel, got {type(target).__name__}")
+    weights_dir = Path(weights_dir)
+    entry = load_manifest(weights_dir).get("models", {}).get("eagle")
+    if entry is None:
+        raise ValueError(f"{weights_dir / 'manifest.json'} lacks an entry for eagle")
+    config = entry.get("config")
+    fields = ("d_model", "n_head", "max_len", "vocab_size")
+    if not isinstance(config, dict) or set(config) != set(fields):
+        raise ValueError(f"manifest models.eagle.config must hold exactly {list(fields)}")
+    for name in ("d_model", "max_len", "vocab_size"):
+        have = getattr(target.config, name)
+        if check_int(config[name], f"models.eagle.config.{name}", 1) != have:
+            raise ValueError(f"models.eagle: the drafter has {name}={config[name]}, the "
+                             f"target has {name}={have}")
+    arrays = load_npz(weights_dir / entry["file"], entry["sha256"])
+    try:
+        weights = EagleWeights.from_arrays(arrays, config["n_head"])
+    except ValueError as err:
+        raise ValueError(f"models.eagle ({entry['file']}): {err}") from err
+    return EagleDraft(target, weights)

@@ -19,10 +19,12 @@ the positions after the cached entries. For tree verification pass ``mask`` ([n,
 ``mask[i, j]``: node i may attend node j, e.g. its ancestors and itself) and ``positions``
 (e.g. prefix length + depth); every new token always attends to all cached entries.
 
-Speculative decoders drive the cache through four public methods and never touch it
+Speculative decoders drive the cache through public methods and never touch it
 directly: ``score_tree`` (forward a tree block on top of the committed prefix),
 ``commit_path`` (keep one root-to-node path of that block), ``rollback`` (drop entries)
-and ``hidden_at`` / ``n_committed`` (read the committed prefix).
+and ``hidden_at`` / ``n_committed`` (read the committed prefix). Each entry keeps its hidden
+state, the *feature* the LM head reads; ``hidden(tokens, start)`` reads a prefix's features
+and forwards only rows the cache lacks (the EAGLE drafter's input, :mod:`specdec_lite.eagle`).
 
 Per-sequence state. The weights are shared and read-only; the KV cache (and with it the
 position of the next token) is per sequence, a :class:`KVCache` from
@@ -50,7 +52,7 @@ from . import fast
 from .checks import check_int, check_tokens
 from .distributions import apply_temperature
 from .functional import softmax, softmax32
-from .kernels import LN_EPS, causal_bias, gelu, linear, normalize
+from .kernels import LN_EPS, causal_bias, fold_gain, gelu, linear, normalize
 
 __all__ = ["BACKENDS", "Block", "KVCache", "LN_EPS", "Output", "TransformerConfig",
            "TransformerModel", "causal_bias", "file_sha256", "fold_gain", "gelu", "linear",
@@ -383,12 +385,13 @@ class TransformerModel:
         n = self._sync(tokens, cache)
         return cache.logits[:n].copy()
 
-    def hidden(self, tokens: Sequence[int] | np.ndarray, *,
+    def hidden(self, tokens: Sequence[int] | np.ndarray, start: int = 0, *,
                cache: KVCache | None = None) -> np.ndarray:
-        """float32 hidden states [n, d] after the final LayerNorm (what Medusa heads read)."""
+        """float32 hidden states [n - start, d] of ``tokens[start:]`` after the final
+        LayerNorm (the features Medusa heads and the EAGLE drafter read)."""
         cache = self._state(cache)
         n = self._sync(tokens, cache)
-        return cache.hidden[:n].copy()
+        return cache.hidden[check_int(start, "start", 0, n) : n].copy()
 
     def probs(self, tokens: Sequence[int] | np.ndarray, *,
               cache: KVCache | None = None) -> np.ndarray:
@@ -490,12 +493,3 @@ class TransformerModel:
         """
         cache = self._state(cache)
         cache.keep_path(cache.n_causal + np.asarray(nodes, dtype=np.intp))
-
-
-def fold_gain(gain: np.ndarray, shift: np.ndarray, w: np.ndarray,
-              b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fold LayerNorm's affine part into the next linear map.
-
-    (normalize(x) * gain + shift) @ w + b == normalize(x) @ (gain[:, None] * w) + (shift @ w + b)
-    """
-    return gain[:, None] * w, shift @ w + b  # [d, k], [k]

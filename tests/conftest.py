@@ -26,6 +26,7 @@ MODULE_MARKERS = {
     "test_sampling_filters.py": ("statistical",),
     "test_pitfalls.py": ("statistical",),
     "test_drafters_exact.py": ("statistical",),
+    "test_eagle_exact.py": ("statistical",),
 }
 
 

@@ -211,7 +211,8 @@ def run_generate(argv: list[str], capsys) -> tuple[str, str]:
 @pytest.mark.parametrize("extra", [
     [], ["--draft", "prompt-lookup"], ["--policy", "auto"], ["--policy", "heuristic"],
     ["--policy", "confidence"], ["--draft", "prompt-lookup", "--policy", "auto"],
-    ["--draft", "ngram"], ["--draft", "medusa"], ["--draft", "none"]])
+    ["--draft", "ngram"], ["--draft", "medusa"], ["--draft", "eagle"],
+    ["--draft", "eagle", "--policy", "auto"], ["--draft", "none"]])
 def test_generate_greedy_prints_the_targets_greedy_text(extra, capsys) -> None:
     from specdec_lite import generate, load_pretrained
 
@@ -234,7 +235,7 @@ def test_generate_with_the_ngram_demo(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    ["--k", "0"], ["--k", "often"], ["--draft", "eagle"], ["--policy", "sometimes"],
+    ["--k", "0"], ["--k", "often"], ["--draft", "eagle3"], ["--policy", "sometimes"],
     ["--max-new-tokens", "-1"], ["--draft-o", "3"], ["--dra", "gpt"],
     ["--ngram-demo", "--draft", "medusa"], ["--draft", "none", "--policy", "auto"]])
 def test_generate_bad_arguments_are_one_line(argv, capsys) -> None:

@@ -1,0 +1,83 @@
+"""The EAGLE drafter keeps the exact rule exact.
+
+As in test_drafters_exact.py: N whole continuations of a prompt, compared with the
+target's enumerated law by Pearson's chi-square at its 0.1% critical value. The target is
+a random one-layer GPT over V = 3 tokens (the drafter needs a GPT's features) and the
+drafter a random EAGLE layer, so its rows q differ from the target's p: the verifier has
+real work to do. Its drafts are read from features the target cached while verifying,
+and drafted autoregressively from its own predicted features; every emitted token must
+still follow p. The control must fail the same test: a drafter that takes the argmax of
+each row but reports the row itself as q (the tokens were not drawn from what is
+reported).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import random_params
+
+from specdec_lite import speculative_generate
+from specdec_lite.eagle import EagleDraft, EagleWeights, eagle_shapes
+from specdec_lite.exactness import ChiSquare, chi_square, sequence_law
+from specdec_lite.proposers import Draft
+from specdec_lite.transformer import TransformerConfig, TransformerModel
+
+pytestmark = pytest.mark.statistical
+
+V, LENGTH, N = 3, 4, 2000
+CONFIG = TransformerConfig(vocab_size=V, n_layer=1, n_head=2, d_model=8, max_len=16)
+PROMPT = [0, 1, 2, 1]
+TARGET = TransformerModel(CONFIG, random_params(CONFIG, seed=3))
+
+
+def random_weights(seed: int = 5, scale: float = 0.3) -> EagleWeights:
+    rng = np.random.default_rng(seed)
+    arrays = {name: scale * rng.standard_normal(shape)
+              for name, shape in eagle_shapes(CONFIG.d_model).items()}
+    return EagleWeights.from_arrays(arrays, CONFIG.n_head)
+
+
+def sample_sequences(drafter, k, temperature: float = 1.0, **kwargs) -> list[tuple]:
+    """N continuations of ``PROMPT`` from one Generator (``kwargs`` go to the decoder)."""
+    rng = np.random.default_rng(2024)
+    return [tuple(speculative_generate(TARGET, drafter, PROMPT, k=k, max_new_tokens=LENGTH,
+                                       temperature=temperature, seed=rng,
+                                       **kwargs).tokens.tolist())
+            for _ in range(N)]
+
+
+def chi2(samples: list[tuple], temperature: float = 1.0, **cuts) -> ChiSquare:
+    """Chi-square of ``samples`` against the warped target's enumerated law."""
+    return chi_square(samples, sequence_law(TARGET, PROMPT, LENGTH, temperature, **cuts))
+
+
+@pytest.mark.parametrize(
+    ("k", "temperature", "cuts"),
+    [(3, 1.0, {}), (2, 0.7, {"top_k": 2}), (4, 1.0, {"top_p": 0.9})],
+    ids=["k3", "k2-T0.7-topk2", "k4-topp0.9"],
+)
+def test_the_eagle_drafter_keeps_the_exact_rule_exact(k, temperature, cuts):
+    drafter = EagleDraft(TARGET, random_weights())
+    result = chi2(sample_sequences(drafter, k, temperature, **cuts), temperature, **cuts)
+    assert result.n_impossible == 0, str(result)
+    assert result.passed(1e-3), str(result)
+
+
+class ArgmaxEagle(EagleDraft):
+    """Drafts the argmax of each of its rows but reports the rows as the q its tokens
+    were drawn from (each row the drafter's first row after the prefix so far)."""
+
+    def propose(self, context, k, sampling, rng):
+        tokens, rows = [], []
+        for _ in range(k):
+            prefix = np.r_[context, np.array(tokens, dtype=np.int64)]
+            row = super().propose(prefix, 1, sampling, rng).q[0]  # [V]
+            tokens.append(int(row.argmax()))
+            rows.append(row)
+        return Draft(np.array(tokens, dtype=np.int64), np.array(rows).reshape(k, V), k)
+
+
+def test_a_drafter_that_reports_rows_it_did_not_draw_from_is_caught():
+    result = chi2(sample_sequences(ArgmaxEagle(TARGET, random_weights()), 3))
+    assert not result.passed(1e-3), f"the wrong q went unnoticed: {result}"
