@@ -310,6 +310,27 @@ def draft_proposer(
     return propose
 
 
+def decoder_with(judge: Judge) -> Callable[..., Generation]:
+    """A decoder for :func:`sample_continuations` that drafts correctly (:func:`draft_proposer`)
+    and accepts with ``judge``, any function with :func:`~specdec_lite.verify.verify`'s
+    positional signature (a pitfall's rule, or one you wrote). Each run is one
+    :func:`speculative_loop`; its ``top_k`` and ``top_p`` cut the draft's and the target's
+    rows alike."""
+    if not callable(judge):
+        raise TypeError(f"judge must be a function, got {type(judge).__name__}")
+
+    def decoder(target: object, draft: object, prompt: Iterable[int], *, k: int,
+                max_new_tokens: int, temperature: float = 1.0,
+                seed: int | np.random.Generator | None = None, top_k: int | None = None,
+                top_p: float | None = None) -> Generation:
+        propose = draft_proposer(draft, temperature, top_k=top_k, top_p=top_p)
+        return speculative_loop(target, prompt, propose, judge, k=k,
+                                max_new_tokens=max_new_tokens, temperature=temperature,
+                                top_k=top_k, top_p=top_p, seed=seed)
+
+    return decoder
+
+
 def _as_verification(result: object, k: int, vocab: int) -> Verification:
     """Accept a :class:`~specdec_lite.verify.Verification` or a plain array of the tokens
     to emit (then every token but the last counts as accepted)."""
@@ -432,6 +453,7 @@ __all__ = [
     "chi2_isf",
     "chi2_sf",
     "chi_square",
+    "decoder_with",
     "draft_proposer",
     "gamma_q",
     "sample_continuations",
