@@ -13,7 +13,7 @@ calls, each with microseconds of dispatch, a cost per forward whatever its n.
 LLVM vectorises), and :func:`linear_rows` picks the matrix-product path the BLAS kernel
 does best at n rows. On the 2-core Xeon of ``results/`` that makes T(1) about 30% cheaper;
 T(n) grows with n about as fast as numpy's, because each extra token's arithmetic and
-attention are the same work either way (chapter 6, section 6.2).
+attention are the same work either way (appendix A, section A.6).
 
 The arithmetic is the numpy forward's, in float32, in another summation order: logits
 agree with numpy's to about 1e-5 (``tests/unit/test_fast.py`` holds them within a stated
@@ -34,12 +34,17 @@ from . import kernels
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
 # By BLAS kernel: blocks of up to this many rows (past kernels.ROWWISE_MAX) go through the
 # compiled kernel, which reads each weight once and never packs; larger blocks through
-# BLAS. A kernel with a small-matrix path beats it (on this project's 2-core Xeon,
+# BLAS. A kernel with a small-matrix path beats it on Intel (on this project's 2-core Xeon,
 # SkylakeX: slower at 2-3 rows, even at 9), so there the compiled kernel is never used.
 OWN_ROWS_MAX = {**dict.fromkeys(kernels.SMALL_MATRIX_KERNELS, 1), None: 16}
+# On AMD CPUs with AVX-512 (Zen 4 and later) OpenBLAS also picks SkylakeX, but its
+# small-matrix path is no help there: on a 2-core EPYC the compiled kernel took a
+# verification block of 2 to 9 rows at about 0.7 to 0.75 of the time the small path took.
+# So the vendor decides: every vendor but Intel gets the compiled kernel up to 16 rows.
+SMALL_PATH_VENDORS = frozenset({"GenuineIntel"})
 # OpenBLAS's small-matrix path (SkylakeX class) takes an sgemm of M N K up to about 1e6
 # without packing; past it, the product packs w and costs several times more. Chunks of
-# rows under that size keep every block on the small path (chapter 6 shows the step).
+# rows under that size keep every block on the small path (appendix A, section A.6).
 SMALL_MNK = 1_000_000
 # Past about this many rows (a prompt, not a verification block) packing pays for itself
 # again: measured, T(96) is 25% slower in chunks, T(32) 10% faster.
@@ -319,12 +324,16 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
     linear_rows(hidden, unembed, unembed_t, no_bias, logits, paths)
 
 
-def matmul_paths(kernel: str | None) -> tuple[int, int, int]:
+def matmul_paths(kernel: str | None,
+                 vendor: str | None = "GenuineIntel") -> tuple[int, int, int]:
     """The (rowwise_max, own_max, small_mnk) of :func:`linear_rows` for the loaded BLAS
-    ``kernel``: :func:`specdec_lite.kernels.rowwise_max_for`, then :data:`OWN_ROWS_MAX`
-    and, for kernels with a small-matrix path, :data:`SMALL_MNK`."""
+    ``kernel`` on a CPU of ``vendor``: :func:`specdec_lite.kernels.rowwise_max_for`, then
+    :data:`OWN_ROWS_MAX` (16 for any kernel where the vendor is not in
+    :data:`SMALL_PATH_VENDORS`) and, for kernels with a small-matrix path,
+    :data:`SMALL_MNK`."""
     small = SMALL_MNK if kernel in kernels.SMALL_MATRIX_KERNELS else 0
-    own = OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None])
+    own = (OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None]) if vendor in SMALL_PATH_VENDORS
+           else OWN_ROWS_MAX[None])
     return kernels.rowwise_max_for(kernel), own, small
 
 
@@ -345,7 +354,7 @@ class CompiledForward:
             np.array(w, dtype=np.float32) for w in (ln_f[0], ln_f[1], unembed))
         self.weights_t = tuple(transposed(self.weights[i]) for i in (0, 2, 4, 6, 10))
         self.n_head, self.eps = n_head, np.float32(eps)
-        self.paths = matmul_paths(kernels.blas_kernel())
+        self.paths = matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor())
         self.no_bias = np.zeros((1, 1), dtype=np.float32)
         compile_kernels()
         self.warm_up()

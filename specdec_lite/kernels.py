@@ -50,6 +50,20 @@ def blas_kernel() -> str | None:
     return None
 
 
+@functools.cache
+def cpu_vendor() -> str | None:
+    """The CPU's vendor string (``"GenuineIntel"``, ``"AuthenticAMD"``, ...) from
+    /proc/cpuinfo; None where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip() or None
+    except OSError:
+        pass
+    return None
+
+
 def rowwise_max_for(kernel: str | None) -> int:
     """How many rows :func:`linear` multiplies row by row under ``kernel``: 1 (never) for
     the kernels with a small-matrix path, else 3."""

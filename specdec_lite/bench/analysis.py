@@ -4,7 +4,7 @@ Every function takes a loaded JSON result (``data``, the schema of
 :mod:`specdec_lite.bench`) and plain rows of it, and computes one thing the book
 prints: which runs belong to a row, the α a row implies, the two parts of a step's
 cost, the chain from the flat-cost prediction down to the wall clock, the verdict on
-each of the source blogs' claims, and a description of the machine and models.
+each of the speed claims :func:`speed_claims` checks, and a description of the machine and models.
 A *cell* here is one (prompt, repeat) pair of the benchmark, as in the harness.
 """
 
@@ -205,7 +205,7 @@ def in_run_over_isolated(data: dict, min_calls: int = 20) -> list[tuple[str, int
     return out
 
 
-# ---------------------------------------------------------------- the blogs' claims
+# ---------------------------------------------------------------- speed claims, checked
 
 
 def _reached(row: dict, target: float) -> str:
@@ -214,23 +214,24 @@ def _reached(row: dict, target: float) -> str:
             "contains": "not settled: the 95% CI contains it"}[side]
 
 
-def blog_claims(data: dict) -> list[dict]:
-    """Each speed claim of the two source blogs with the measured figure that tests it and
-    a verdict computed from the measurements: a list of {"claim", "measured", "verdict"}."""
+def speed_claims(data: dict) -> list[dict]:
+    """Speed claims often made for speculative decoding, each with the measured figure that
+    tests it and a verdict computed from the measurements: a list of {"claim",
+    "measured", "verdict"}."""
     measured = [r for r in rows_of(data) if r["method"] != "autoregressive"]
     temperatures = sorted({r["temperature"] for r in measured})
     top, hot = best_row(measured), best_row([r for r in measured if r["temperature"] > 0])
     lo, hi = top["speedup_ci"]
-    claims = [{"claim": "'2.3× faster' (blog 1, its example of a benchmark report)",
+    claims = [{"claim": "'speculative decoding is 2.3× faster'",
                "measured": f"best: {top['label']}, {top['speedup']:.2f}× (CI {lo:.2f}-{hi:.2f})",
                "verdict": _reached(top, 2.3)},
-              {"claim": "'can halve LLM latency' (blog 2): 2× or more",
+              {"claim": "'it can halve LLM latency': 2× or more",
                "measured": f"best {top['speedup']:.2f}×; best at T > 0 {hot['speedup']:.2f}×",
                "verdict": _reached(top, 2.0)}]
     for t in temperatures:
         spec = rows_of(data, "speculative", t)
         k_best, ks = best_row(spec)["k"], [r["k"] for r in spec]
-        claims.append({"claim": f"'set K = 5 for maximum speedup' (blog 1): speedup grows "
+        claims.append({"claim": f"'set K = 5 for maximum speedup': speedup grows "
                                 f"with k (T = {t:g})",
                        "measured": f"over k in {ks} the median speedup peaks at k = {k_best}",
                        "verdict": "holds up to the largest k measured" if k_best == max(ks)
@@ -240,7 +241,7 @@ def blog_claims(data: dict) -> list[dict]:
     checked = [r["alpha"] for r in spec]  # [ks]
     fall_proposed, fall_checked = 1 - proposed[-1] / proposed[0], 1 - checked[-1] / checked[0]
     claims.append({
-        "claim": f"'acceptance rate drops as K grows' (blog 1; T = {temperatures[-1]:g})",
+        "claim": f"'acceptance rate drops as K grows' (T = {temperatures[-1]:g})",
         "measured": f"k = {spec[0]['k']} to {spec[-1]['k']}: accepted/proposed "
                     f"{proposed[0]:.2f} -> {proposed[-1]:.2f}, α = accepted/checked "
                     f"{checked[0]:.2f} -> {checked[-1]:.2f}",
@@ -249,7 +250,7 @@ def blog_claims(data: dict) -> list[dict]:
         else "true for both rates" if fall_proposed > 0 and fall_checked > 0 else "not seen"})
     medusa = best_row(rows_of(data, "medusa", temperatures[0]))
     draft = best_row(rows_of(data, "speculative", temperatures[0]))
-    claims.append({"claim": "'the Medusa pattern amplifies this' (blog 2): Medusa beats a "
+    claims.append({"claim": "'Medusa heads amplify the gain': Medusa beats a "
                             "draft model",
                    "measured": f"greedy: best Medusa {medusa['speedup']:.2f}×, best draft "
                                f"model {draft['speedup']:.2f}×",
@@ -258,13 +259,15 @@ def blog_claims(data: dict) -> list[dict]:
     side = [ci_side(r) for r in measured]  # a slowdown or a gain only where the CI is past 1
     slower, unclear = side.count("below"), side.count("contains")
     claims.append({"claim": "'swap in real models and the engine will automatically "
-                            "benefit' (blog 2)",
+                            "benefit'",
                    "measured": f"95% CI below 1×: {slower} of {len(measured)} "
                                f"configurations; CI containing 1×: {unclear}",
                    "verdict": "does not hold: the gain depends on α, c and r(n)" if slower
                    else "not shown: some configurations gain nothing measurable" if unclear
                    else "all gain here, by amounts set by α, c and r(n)"})
     return claims
+
+
 
 
 # ---------------------------------------------------------------- machine and models

@@ -49,9 +49,9 @@ def _f(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def format_table(data: dict) -> str:
+def format_table(data: dict, bars: bool = True) -> str:
     """The terminal report of a JSON result: rows (measured, then SIMULATED), cost curve,
-    profile, bars and notes."""
+    profile, bars (unless ``bars`` is False) and notes."""
     s, m = data["settings"], data["machine"]
     lines = [f"specdec_lite bench{' --quick' if s['quick'] else ''}: {s['prompts']} held-out "
              f"prompts x {s['repeats']} repeats, {s['new_tokens']} new tokens after "
@@ -100,7 +100,8 @@ def format_table(data: dict) -> str:
         top = ", ".join(f"{name} {sec / prof['wall_s']:.1%}" for name, sec in prof["engine"][:4])
         lines.append(f"profile {label}: forwards {prof['forward_s'] / prof['wall_s']:.0%}, "
                      f"engine {engine / prof['wall_s']:.0%} ({top})")
-    lines += ["", "bars (reported, not asserted):", format_bars(data)]
+    if bars:
+        lines += ["", "bars (reported, not asserted):", format_bars(data)]
     return "\n".join(lines + [f"note: {n}" for n in data["notes"]])
 
 

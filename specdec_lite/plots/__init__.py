@@ -11,7 +11,8 @@ math they draw comes from the library below them:
 * :mod:`.decode`: chapter 3 (traces, τ and acceptance against k and temperature);
 * :mod:`.medusa`: Medusa (trees, masks, heads, typical acceptance);
 * :mod:`.bench`: figures of a benchmark result, and ``write_figures``;
-* :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.theory`.
+* :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.theory`;
+* :mod:`.roofline`: a layer's measured r(n) against the roofline (chapter 6).
 """
 
 from .acceptance import (
@@ -59,6 +60,7 @@ from .medusa import (
     plot_tree_mask,
     plot_typical_tradeoff,
 )
+from .roofline import plot_rows_cost
 from .speedup import (
     plot_cost_per_token,
     plot_optimal_k_heatmap,
@@ -92,6 +94,7 @@ __all__ = [
     "plot_output_vs_target",
     "plot_overlap",
     "plot_reproduction",
+    "plot_rows_cost",
     "plot_rule_decomposition",
     "plot_speculative_run",
     "plot_speedup_explorer",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from support import RESULTS, ROOT
 
-from specdec_lite import expected_tokens_per_step
+from specdec_lite import expected_tokens_per_step, fast
 from specdec_lite.bench import analysis
 
 BENCH = json.loads((RESULTS / "bench.json").read_text())
@@ -101,8 +101,8 @@ def test_ci_side():
     assert analysis.ci_side(row, 1.3) == "below"
 
 
-def test_blog_claims_have_a_computed_verdict_each():
-    claims = analysis.blog_claims(BENCH)
+def test_speed_claims_have_a_computed_verdict_each():
+    claims = analysis.speed_claims(BENCH)
     assert len(claims) == 7
     assert all(set(c) == {"claim", "measured", "verdict"} and c["verdict"] for c in claims)
     best = analysis.best_row(MEASURED)
@@ -116,7 +116,7 @@ def test_blog_claim_of_automatic_benefit_counts_cis_not_medians():
     def claim(ci_of):  # the last claim with every measured non-plain row's CI set by ci_of(row)
         rows = [r | {"speedup_ci": ci_of(r)} if not r["simulated"]
                 and r["method"] != "autoregressive" else r for r in BENCH["rows"]]
-        return analysis.blog_claims({**BENCH, "rows": rows})[-1]
+        return analysis.speed_claims({**BENCH, "rows": rows})[-1]
 
     wide = claim(lambda r: [r["speedup"] - 1, r["speedup"] + 1])  # every CI contains 1
     assert wide["verdict"].startswith("not shown")
@@ -147,7 +147,9 @@ def test_parameter_count_matches_the_shipped_weights():
 
 def test_blas_info_and_matmul_cost_curve():
     info = analysis.blas_info()
-    assert set(info) == {"library", "version", "kernel", "rowwise_max", "coretype_env", "numba"}
+    assert set(info) == {"library", "version", "kernel", "rowwise_max", "own_rows_max",
+                         "cpu_vendor", "coretype_env", "numba"}
+    assert info["own_rows_max"] == fast.matmul_paths(info["kernel"], info["cpu_vendor"])[1]
     seconds = analysis.matmul_cost_curve(32, [1, 2, 4], np.random.default_rng(0), repeats=3)
     assert seconds.shape == (3,) and np.all(seconds > 0)
 

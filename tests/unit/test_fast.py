@@ -180,6 +180,15 @@ def test_matmul_paths_follow_the_kernel() -> None:
     assert fast.matmul_paths("SapphireRapids") == (1, 1, fast.SMALL_MNK)
     assert fast.matmul_paths("Haswell") == (3, 16, 0)
     assert fast.matmul_paths("Zen") == fast.matmul_paths(None) == (3, 16, 0)
+    # an AMD CPU with AVX-512 also gets SkylakeX, but the compiled kernel for small blocks
+    assert fast.matmul_paths("SkylakeX", "AuthenticAMD") == (1, 16, fast.SMALL_MNK)
+    assert fast.matmul_paths("Haswell", "AuthenticAMD") == (3, 16, 0)
+    assert fast.matmul_paths("SkylakeX", None) == (1, 16, fast.SMALL_MNK)
+
+
+def test_cpu_vendor_is_read_from_the_cpu() -> None:
+    vendor = kernels.cpu_vendor()
+    assert vendor is None or (isinstance(vendor, str) and vendor == vendor.strip() and vendor)
 
 
 @needs_numba
@@ -232,7 +241,7 @@ def paths(request, monkeypatch) -> tuple[int, int, int]:
     """The (rowwise_max, own_max, small_mnk) a numba model built now gets: as loaded
     here, or forced through fast.matmul_paths, which CompiledForward asks when built."""
     if request.param is not None:
-        monkeypatch.setattr(fast, "matmul_paths", lambda kernel: PATHS[request.param])
+        monkeypatch.setattr(fast, "matmul_paths", lambda kernel, vendor=None: PATHS[request.param])
     model = TransformerModel(CONFIG, random_params(CONFIG))
     compiled = fast.compile_forward(model.layers, model.ln_f, model.unembed, CONFIG.n_head,
                                     LN_EPS)
@@ -392,7 +401,7 @@ def test_greedy_decoding_is_token_identical(shipped, prompt: int) -> None:
 def test_greedy_decoding_is_token_identical_on_the_haswell_paths(shipped, monkeypatch) -> None:
     """The same with the paths a Haswell/Zen kernel chooses (row by row for 2-3 rows, the
     compiled kernel for 4-16: the blocks of k + 1 = 5 and the 16-node tree)."""
-    monkeypatch.setattr(fast, "matmul_paths", lambda kernel: PATHS["haswell"])
+    monkeypatch.setattr(fast, "matmul_paths", lambda kernel, vendor=None: PATHS["haswell"])
     models = load_pretrained(backend="numba")
     ids = shipped["prompts"][0]
     assert decode_greedily(models, ids) == decode_greedily(shipped["numpy"], ids)

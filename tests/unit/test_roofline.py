@@ -1,0 +1,226 @@
+"""specdec_lite.roofline: the roofline arithmetic against hand counts, the streaming kernel
+against numpy's product on every path (compiled, numpy blocks, plain Python; row counts
+that leave every remainder), and the measurement's shapes and validation on tiny layers.
+Timings themselves are not tested: they describe a machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from specdec_lite import fast, kernels, roofline  # noqa: E402
+from specdec_lite.plots.roofline import plot_rows_cost  # noqa: E402
+
+needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+
+
+# ---------------------------------------------------------------- the model
+
+
+def test_flops_and_bytes_count_every_weight_once():
+    # 3 rows through a [4, 5] matrix: 60 multiply-adds; 20 weights, 12 inputs, 15 outputs
+    assert roofline.layer_flops(3, 4, 5) == 120
+    assert roofline.layer_bytes(3, 4, 5) == 4 * (20 + 12 + 15)
+    assert roofline.layer_bytes(3, 4, 5, itemsize=2) == 2 * 47
+    assert roofline.arithmetic_intensity(3, 4, 5) == pytest.approx(120 / 188)
+
+
+def test_intensity_of_a_large_matrix_is_about_half_a_flop_per_byte_per_row():
+    for n in (1, 2, 8):
+        assert roofline.arithmetic_intensity(n, 8192, 8192) == pytest.approx(n / 2, rel=0.01)
+    intensities = [roofline.arithmetic_intensity(n, 64, 64) for n in range(1, 9)]
+    assert np.all(np.diff(intensities) > 0)
+
+
+def test_the_ridge_is_where_both_bounds_meet():
+    bandwidth, peak = 20e9, 100e9
+    ridge = roofline.ridge_rows(bandwidth, peak)
+    assert ridge == pytest.approx(10.0)
+    d = 100_000  # large enough that the rows' own bytes do not count
+    memory = roofline.layer_bytes(10, d, d) / bandwidth
+    arithmetic = roofline.layer_flops(10, d, d) / peak
+    assert arithmetic == pytest.approx(memory, rel=1e-3)
+
+
+def test_roofline_ratio_is_flat_then_grows_like_n():
+    d, one_row = 4096, 1e-3
+    bandwidth = roofline.layer_bytes(1, d, d) / one_row
+    peak = 2 * bandwidth  # ridge at 4 rows
+    ns = list(range(1, 17))
+    ratio = roofline.roofline_ratio(ns, d, d, one_row, peak)
+    assert ratio.shape == (16,) and ratio[0] == pytest.approx(1.0)
+    assert np.all(ratio[:3] < 1.01)  # memory-bound: a few more rows are almost free
+    assert ratio[15] == pytest.approx(16 / 4, rel=0.01)  # compute-bound: r(n) = n / ridge
+    assert np.all(np.diff(ratio) >= 0)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: roofline.layer_flops(0, 4, 4), "n must be >= 1"),
+    (lambda: roofline.layer_bytes(1, 4, 4, itemsize=0), "itemsize"),
+    (lambda: roofline.ridge_rows(0.0, 1e9), "bandwidth"),
+    (lambda: roofline.ridge_rows(1e9, -1.0), "peak_flops"),
+    (lambda: roofline.roofline_ratio([2, 3], 4, 4, 1e-3, 1e9), "ns must start at 1"),
+    (lambda: roofline.roofline_ratio([1, 2], 4, 4, 0.0, 1e9), "seconds_one_row"),
+])
+def test_model_rejects_bad_values_naming_them(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_model_rejects_wrong_types():
+    with pytest.raises(TypeError, match="d_in"):
+        roofline.layer_flops(1, 4.0, 4)
+    with pytest.raises(TypeError, match="ns"):
+        roofline.roofline_ratio([1, 2.5], 4, 4, 1e-3, 1e9)
+
+
+# ---------------------------------------------------------------- the streaming kernel
+
+
+def _layer(n, d_in, d_out, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, d_in)).astype(np.float32),
+            rng.standard_normal((d_in, d_out)).astype(np.float32))
+
+
+def test_pack_weights_blocks_every_input_once_and_pads_with_zeros():
+    w = np.arange(15, dtype=np.float32).reshape(5, 3)  # [d_in 5, d_out 3]
+    packed = roofline.pack_weights(w, block=2)  # [3 blocks, 3 outputs, 2]
+    assert packed.shape == (3, 3, 2) and packed.dtype == np.float32
+    assert packed.flags.c_contiguous
+    np.testing.assert_array_equal(packed[1, 2], w[2:4, 2])  # inputs 2, 3 of output 2
+    np.testing.assert_array_equal(packed[2, :, 1], 0.0)  # input 5 does not exist
+    unpacked = packed.transpose(0, 2, 1).reshape(6, 3)[:5]
+    np.testing.assert_array_equal(unpacked, w)
+
+
+@pytest.mark.parametrize("backend", ["python", "numpy blocks",
+                                     pytest.param("numba", marks=needs_numba)])
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 8, 9])
+def test_stream_rows_equals_the_product(backend, n):
+    x, w = _layer(n, 37, 11, seed=n)  # 37 inputs: blocks of 8 leave a padded one
+    out = roofline.stream_rows(x, roofline.pack_weights(w, block=8), backend=backend)
+    assert out.shape == (n, 11) and out.dtype == np.float32
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_stream_rows_defaults_to_what_is_installed(monkeypatch):
+    x, w = _layer(2, 16, 4)
+    monkeypatch.setattr(fast, "numba_module", lambda: None)
+    assert roofline.streaming_backend() == "numpy blocks"
+    np.testing.assert_allclose(roofline.stream_rows(x, roofline.pack_weights(w)), x @ w,
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ImportError, match="numba"):
+        roofline.stream_rows(x, roofline.pack_weights(w), backend="numba")
+
+
+def test_importing_roofline_does_not_import_numba():
+    code = "import sys, specdec_lite.roofline; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_stream_rows_rejects_mismatched_inputs():
+    x, w = _layer(2, 16, 4)
+    packed = roofline.pack_weights(w, block=8)
+    with pytest.raises(ValueError, match="x must be"):
+        roofline.stream_rows(x[:, :7], packed)  # 7 inputs for 2 blocks of 8
+    with pytest.raises(ValueError, match="x must be"):
+        roofline.stream_rows(x[:0], packed)
+    with pytest.raises(ValueError, match="packed must come from pack_weights"):
+        roofline.stream_rows(x, w)
+    with pytest.raises(ValueError, match="backend"):
+        roofline.stream_rows(x, packed, backend="fortran")
+    with pytest.raises(ValueError, match="w must be"):
+        roofline.pack_weights(np.ones(3))
+    with pytest.raises(ValueError, match="block must be >= 1"):
+        roofline.pack_weights(w, block=0)
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@pytest.mark.parametrize("kernel", roofline.KERNELS)
+def test_measure_rows_cost_shapes(kernel):
+    cost = roofline.measure_rows_cost(8, 16, ns=[1, 2, 5], kernel=kernel, repeats=3,
+                                      min_seconds=1e-5, name="tiny")
+    assert (cost.name, cost.d_in, cost.d_out, cost.kernel) == ("tiny", 8, 16, kernel)
+    assert cost.backend == ("numpy" if kernel == "numpy" else roofline.streaming_backend())
+    np.testing.assert_array_equal(cost.ns, [1, 2, 5])
+    assert cost.seconds.shape == (3, 3) and np.all(cost.seconds > 0)
+    assert cost.median.shape == (3,) and cost.ci.shape == (3, 2)
+    assert np.all(cost.ci[:, 0] <= cost.median) and np.all(cost.median <= cost.ci[:, 1])
+    assert cost.ratio[0] == 1.0 and np.all(cost.ratio_ci[0] == 1.0)
+    assert np.all(cost.ratio_ci[:, 0] <= cost.ratio) and np.all(cost.ratio <= cost.ratio_ci[:, 1])
+    assert cost.megabytes == pytest.approx(4 * 8 * 16 / 1e6)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"kernel": "blas"}, ValueError, "kernel must be one of"),
+    ({"ns": [2, 4]}, ValueError, "ns must start at 1"),
+    ({"ns": [1, 1, 2]}, ValueError, "distinct"),
+    ({"ns": []}, ValueError, "ns must start at 1"),
+    ({"repeats": 1}, ValueError, "repeats must be >= 2"),
+    ({"seed": -1}, ValueError, "seed"),
+    ({"min_seconds": 0.0}, ValueError, "min_seconds"),
+    ({"d_in": 0}, ValueError, "d_in"),
+    ({"d_out": 2.0}, TypeError, "d_out"),
+])
+def test_measure_rows_cost_rejects_bad_arguments(kwargs, error, match):
+    args = {"d_in": 4, "d_out": 4} | kwargs
+    with pytest.raises(error, match=match):
+        roofline.measure_rows_cost(**args)
+
+
+def test_peak_flops_and_the_table():
+    peak = roofline.measure_peak_flops(size=32, repeats=2)
+    assert peak > 0
+    costs = [roofline.measure_rows_cost(8, 16, ns=[1, 2], kernel=k, repeats=2,
+                                        min_seconds=1e-5, name="tiny") for k in roofline.KERNELS]
+    lines = roofline.format_rows_cost(costs, peak).splitlines()
+    assert len(lines) == 2 + 3  # header, rule, two kernels, the roofline
+    assert lines[0].split()[-1] == "r(2)"
+    assert [line.split()[2] for line in lines[2:4]] == ["numpy", "streaming"]
+    assert lines[4].split()[0] == "roofline" and len(lines[4].split()) == 2
+    with pytest.raises(ValueError, match="costs"):
+        roofline.format_rows_cost([], peak)
+    with pytest.raises(ValueError, match="size"):
+        roofline.measure_peak_flops(size=0)
+
+
+def test_layers_for_this_platform():
+    assert roofline.default_layers() == (roofline.BROWSER_LAYERS if roofline.IN_BROWSER
+                                         else roofline.LAYERS)
+    assert all(d_in * d_out < 2e8 / 4 for _, d_in, d_out in roofline.BROWSER_LAYERS)
+
+
+def test_plot_rows_cost_draws_one_panel_per_layer():
+    costs = [roofline.measure_rows_cost(d, 8, ns=[1, 2, 3], kernel=k, repeats=2,
+                                        min_seconds=1e-5, name=f"layer {d}")
+             for d in (4, 8) for k in roofline.KERNELS]
+    fig = plot_rows_cost(costs, peak_flops=1e9, machine="a test machine")
+    try:
+        assert len(fig.axes) == 2
+        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert "roofline (computed)" in labels and "r(n) = n" in labels
+        assert any(label.startswith("streaming") for label in labels)
+        assert "a test machine" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_machine_line_names_the_cpu_and_the_blas_kernel():
+    line, short = roofline.machine_line(), roofline.machine_line(short=True)
+    if roofline.IN_BROWSER:
+        assert "browser" in line
+        return
+    assert "kernel" in line and "numpy" in line and "cores" in line
+    assert short.endswith(f"BLAS kernel {kernels.blas_kernel()}")
