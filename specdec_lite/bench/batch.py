@@ -1,12 +1,14 @@
 """Throughput against batch size: plain and speculative decoding of B sequences at once.
 
-For each batch size B and repeat, B held-out prompts (the run's prompts, repeated when
-B is larger) are decoded together by one :class:`specdec_lite.batch.BatchEngine`, all
-joining at the start, once plainly and once speculatively (the draft GPT, k tokens), in
-a seeded shuffled order so that drift hits both alike.
-Throughput is the new tokens of the whole batch over the wall time of the decoding
-(the prompts are prefilled before the clock starts, as in the single-sequence runs).
-Each sequence has its own seed, from (seed, B, repeat, sequence).
+Every batch size B decodes the same N = max(sizes) held-out prompts (the run's prompts,
+repeated when there are fewer), with the same seed per prompt, so the rows of different B
+differ only in how the work is batched: the N prompts are cut into consecutive batches of
+B, and each batch is decoded by one :class:`specdec_lite.batch.BatchEngine`, all its
+sequences joining at the start, once plainly and once speculatively (the draft GPT, k
+tokens), in a seeded shuffled order so that drift hits both alike. Throughput is the new
+tokens of the N sequences over the wall time of their decoding (each batch's prompts are
+prefilled before its clock starts, as in the single-sequence runs). Sequence i has its own
+seed, from (seed, repeat, i), whatever B it is decoded in.
 
 The result is the ``batch`` field of a benchmark's JSON: its ``settings`` and one row
 per (temperature, method, B) with the median tokens/s over repeats and its bootstrap
@@ -67,37 +69,53 @@ def batch_settings(settings: object) -> BatchSettings:
 
 
 def run_batch(models: Pretrained, method: str, batch: list[np.ndarray], temperature: float,
-              s: BatchSettings, repeat: int) -> tuple[float, list]:
+              s: BatchSettings, repeat: int, first: int = 0) -> tuple[float, list]:
     """Decode ``batch`` together with ``method`` (``"plain"`` or ``"speculative"``);
     return (wall seconds of the decoding, after the prompts are prefilled, and the
-    Generations). Sequence i is seeded by (seed, B, repeat, i)."""
+    Generations). The batch holds sequences ``first``, ``first + 1``, ... of the run, and
+    sequence i is seeded by (seed, repeat, i)."""
     draft, k = (None, 0) if method == "plain" else (models.draft, s.k)
     engine = BatchEngine(models.target, draft, k=k, temperature=temperature,
                          rule="greedy" if temperature == 0 else "exact", max_batch=len(batch))
-    for i, prompt in enumerate(batch):
-        seed = np.random.default_rng(np.random.SeedSequence([s.seed, len(batch), repeat, i]))
+    for i, prompt in enumerate(batch, start=first):
+        seed = np.random.default_rng(np.random.SeedSequence([s.seed, repeat, i]))
         engine.add(prompt, max_new_tokens=s.new_tokens, seed=seed, request_id=i)
     engine.admit()  # the prefill, untimed as in the single-sequence runs
     start = time.perf_counter()
     done = engine.run()
-    return time.perf_counter() - start, [done[i] for i in range(len(batch))]
+    return time.perf_counter() - start, [done[i] for i in range(first, first + len(batch))]
+
+
+def run_in_batches(models: Pretrained, method: str, sequences: list[np.ndarray],
+                   b: int, temperature: float, s: BatchSettings,
+                   repeat: int) -> tuple[float, list]:
+    """Decode ``sequences`` in consecutive batches of ``b`` (the last may be smaller);
+    return (the summed wall seconds of the decodings, every Generation in order)."""
+    wall, gens = 0.0, []
+    for first in range(0, len(sequences), b):
+        seconds, done = run_batch(models, method, sequences[first:first + b], temperature,
+                                  s, repeat, first)
+        wall += seconds
+        gens += done
+    return wall, gens
 
 
 def measure(models: Pretrained, prompts: list[np.ndarray],
             settings: BatchSettings | None = None) -> dict:
     """The ``batch`` section: throughput of plain and speculative decoding per batch size
-    (see the module docstring). ``prompts`` are token arrays, reused in turn."""
+    (see the module docstring). ``prompts`` are token arrays; every batch size decodes the
+    first max(sizes) of them (reused in turn when there are fewer)."""
     s = (settings or BatchSettings()).check()
     if not prompts:
         raise ValueError("prompts must not be empty")
     rng = np.random.default_rng(s.seed)
+    sequences = [prompts[i % len(prompts)] for i in range(max(s.sizes))]
     cells = []  # (temperature, method, B, repeat, tokens/s, tokens, tau, alpha)
     for repeat in range(s.repeats):
         for b in rng.permutation(s.sizes).tolist():
-            batch = [prompts[i % len(prompts)] for i in range(b)]
             for t in s.temperatures:
                 for method in rng.permutation(["plain", "speculative"]).tolist():
-                    wall, gens = run_batch(models, method, batch, t, s, repeat)
+                    wall, gens = run_in_batches(models, method, sequences, b, t, s, repeat)
                     tokens = sum(len(g.tokens) for g in gens)
                     checked = sum(g.n_checked for g in gens)
                     cells.append((t, method, b, repeat, tokens / wall, tokens,
