@@ -12,9 +12,10 @@ plain greedy decoding's (it must be 1).
 The methods (:data:`METHODS`): the distilled GPT draft at k = 3 (the main benchmark's
 best fixed k), with Hugging Face's adaptive k, with the k Theorem 3.8 picks from the
 running α and the measured c, with a confidence stop, and with the automatic policy
-(step costs timed on this machine, k = 0 allowed); prompt lookup at k = 4 and 8, adaptive
-and automatic. Each runs on two task categories (:func:`category_prompts`): completion
-of held-out code, and grounded prompts whose continuation copies text they contain.
+(step costs timed on this machine, k = 0 allowed); the EAGLE drafter at k = 3 and with
+the automatic policy; prompt lookup at k = 4 and 8, adaptive and automatic. Each runs on
+two task categories (:func:`category_prompts`): completion of held-out code, and grounded
+prompts whose continuation copies text they contain.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 from ..corpus import load_text
 from ..decode import Generation, generate, speculative_generate
 from ..draft_length import TheoryK
-from ..pretrained import load_pretrained
+from ..pretrained import load_eagle, load_pretrained
 from ..proposers import PromptLookup
 from .config import choose_prompts, resolve_backend, schedule
 from .stats import bootstrap_ci
@@ -62,8 +63,8 @@ COPY_START = 12  # a grounded prompt ends with this many characters of its snipp
 
 @dataclass(frozen=True)
 class Method:
-    """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft) or
-    ``"lookup"`` (prompt lookup); ``policy`` a name of
+    """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft),
+    ``"eagle"`` (the EAGLE drafter) or ``"lookup"`` (prompt lookup); ``policy`` a name of
     :func:`specdec_lite.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
 
     label: str
@@ -79,6 +80,8 @@ METHODS = (
     Method("GPT draft, k from theory", "gpt", "theory", 10),
     Method("GPT draft, k = 6, confidence stop", "gpt", "confidence", 6),
     Method("GPT draft, auto k", "gpt", "auto", 8),
+    Method("EAGLE drafter, k = 3", "eagle", "fixed", 3),
+    Method("EAGLE drafter, auto k", "eagle", "auto", 8),
     Method("prompt lookup, k = 4", "lookup", "fixed", 4),
     Method("prompt lookup, k = 8", "lookup", "fixed", 8),
     Method("prompt lookup, adaptive k", "lookup", "heuristic", 4),
@@ -98,6 +101,17 @@ def category_prompts(category: str, s: DrafterSettings) -> list[str]:
         return choose_prompts(text, s.prompts, s.prompt_len, s.seed)
     return [snippet + "\n" + snippet[:COPY_START]
             for snippet in choose_prompts(text, s.prompts, s.prompt_len, s.seed + 1)]
+
+
+def make_drafter(name: str, models: object) -> object:
+    """The proposer a method's ``drafter`` names, for the shipped ``models``."""
+    if name == "gpt":
+        return models.draft
+    if name == "eagle":
+        return load_eagle(models.target)
+    if name == "lookup":
+        return PromptLookup()
+    raise ValueError(f"drafter must be 'gpt', 'eagle' or 'lookup', got {name!r}")
 
 
 def decode_one(target: object, method: Method, drafters: dict, prompt: np.ndarray,
@@ -123,8 +137,7 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
     first = prompts[s.categories[0]][0]
     curve, draft_s, _, _ = cost_curve(models, None, first, 1, s.cost_repeats, s.seed)
     c = float(draft_s / curve[0])  # one draft forward in target forwards, isolated
-    drafters = {m.label: models.draft if m.drafter == "gpt" else PromptLookup()
-                for m in METHODS if m.drafter is not None}
+    drafters = {m.label: make_drafter(m.drafter, models) for m in METHODS if m.drafter}
     cells = [(t, m) for t in s.temperatures for m in METHODS]
     for t, m in cells:  # warm-up, untimed (an auto policy measures its step costs here)
         decode_one(models.target, m, drafters, first, s.new_tokens, t, s.seed, c)
@@ -242,7 +255,7 @@ def cis_overlap(a: dict, b: dict) -> bool:
 def short_label(method: str) -> str:
     """A method's label shortened for a narrow table: ``"GPT, k = 3"``, ``"lookup, auto k"``."""
     return (method.replace("GPT draft", "GPT").replace("prompt lookup", "lookup")
-            .replace("k = 6, confidence stop", "confidence"))
+            .replace("EAGLE drafter", "EAGLE").replace("k = 6, confidence stop", "confidence"))
 
 
 def _speculative_labels() -> list[str]:
@@ -298,7 +311,44 @@ def format_rows(data: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CATEGORIES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "DrafterSettings", "Method",
-           "category_prompts", "ci_side", "cis_overlap", "format_counts", "format_rows",
-           "format_speedups", "measure", "pool_counts", "read_json", "row_index",
-           "short_label", "summarise", "write_json"]
+SIDES = ("above", "contains", "below")  # the values of ci_side
+DRAFTER_NAMES = {"gpt": "GPT", "eagle": "EAGLE", "lookup": "lookup"}  # a Method's drafter, shown
+
+
+def side_counts(results: dict[str, dict]) -> dict[tuple[str, str, float, str], dict[str, int]]:
+    """How many speculative rows of each ``(name, category, temperature, drafter)`` of
+    several results (a name to a result, as :func:`row_index` takes) have their speedup
+    CI above 1, containing it, or below it: ``{"above": n, "contains": n, "below": n}``."""
+    counts: dict = {}
+    for (name, category, _, temperature), r in row_index(results).items():
+        if r["drafter"]:
+            key = (name, category, temperature, r["drafter"])
+            counts.setdefault(key, dict.fromkeys(SIDES, 0))[ci_side(r)] += 1
+    return counts
+
+
+def format_sides(results: dict[str, dict]) -> str:
+    """:func:`side_counts` as a table: a line per temperature and result, a cell
+    ``above/contains/below`` per category and drafter (``-`` where there is no row)."""
+    counts = side_counts(results)
+    kinds = [d for d in dict.fromkeys(m.drafter for m in METHODS if m.drafter)
+             if any(key[3] == d for key in counts)]  # [drafters present], in METHODS' order
+    width = 7 * len(kinds) + 2
+    lines = ["rows whose speedup CI lies above 1 / contains 1 / lies below 1",
+             f"{'':14}" + "".join(f"{cat:<{width}}" for cat in CATEGORIES),
+             f"{'':14}" + ("".join(f"{DRAFTER_NAMES.get(d, d):<7}" for d in kinds) + "  ")
+             * len(CATEGORIES)]
+    for t in sorted({key[2] for key in counts}):
+        for name in results:
+            cells = [["/".join(str(n[s]) for s in SIDES) if n else "-" for n in
+                      (counts.get((name, cat, t, d)) for d in kinds)] for cat in CATEGORIES]
+            lines.append(f"{name + ', T = ' + format(t, 'g'):14}"
+                         + "".join("".join(f"{c:<7}" for c in cat) + "  " for cat in cells))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+__all__ = ["CATEGORIES", "DRAFTER_NAMES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "SIDES",
+           "DrafterSettings", "Method", "category_prompts", "ci_side", "cis_overlap",
+           "format_counts", "format_rows", "format_sides", "format_speedups", "measure",
+           "pool_counts", "read_json", "row_index", "short_label", "side_counts", "summarise",
+           "write_json"]

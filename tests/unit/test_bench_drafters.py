@@ -1,5 +1,8 @@
 """specdec_lite.bench.drafters' reading helpers (pool_counts, row_index, ci_side,
-cis_overlap), on hand-made traces and rows and on the committed results/drafters_*.json."""
+cis_overlap, side_counts, the format_* tables), on hand-made traces and rows and on the
+committed results/drafters_*.json."""
+
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -123,3 +126,50 @@ def test_format_counts_prints_alpha_and_tau_of_one_result():
     t1 = lines.index("T = 1")
     line = next(x for x in lines[t1:] if x.startswith("lookup, k = 8"))
     assert line.split()[-2:] == [f"{row['alpha']:.2f}", f"{row['tau']:.2f}"]
+
+
+def result(*rows: tuple[str, str | None, float, float, float]) -> dict:
+    """A minimal result: rows (category, drafter, T, CI low, CI high) of distinct methods."""
+    return {"schema": drafters.SCHEMA, "rows": [
+        {"category": cat, "method": f"method {i}", "drafter": drafter, "temperature": t,
+         "speedup_ci": [lo, hi]} for i, (cat, drafter, t, lo, hi) in enumerate(rows)]}
+
+
+def test_side_counts_tallies_each_drafter_and_leaves_plain_decoding_out():
+    data = result(("completion", None, 0.0, 0.9, 1.1),  # plain decoding: not counted
+                  ("completion", "gpt", 0.0, 1.1, 1.3), ("completion", "gpt", 0.0, 0.5, 0.8),
+                  ("completion", "gpt", 0.0, 0.9, 1.2), ("grounded", "lookup", 1.0, 1.2, 1.5))
+    counts = drafters.side_counts({"numpy": data})
+    assert counts == {("numpy", "completion", 0.0, "gpt"): {"above": 1, "contains": 1, "below": 1},
+                      ("numpy", "grounded", 1.0, "lookup"): {"above": 1, "contains": 0, "below": 0}}
+
+
+def test_side_counts_of_the_committed_results_cover_every_speculative_row():
+    results = committed()
+    expected = Counter((b, r["category"], r["temperature"], r["drafter"], drafters.ci_side(r))
+                       for b, data in results.items() for r in data["rows"] if r["drafter"])
+    counts = drafters.side_counts(results)
+    flat = {key + (side,): n for key, tally in counts.items() for side, n in tally.items() if n}
+    assert flat == expected
+    assert sum(expected.values()) == sum(len(d["rows"]) - 4 for d in results.values())  # 4 plain
+
+
+def test_format_sides_prints_each_count_under_its_category_and_drafter():
+    results = committed()
+    counts = drafters.side_counts(results)
+    lines = drafters.format_sides(results).splitlines()
+    kinds = [d for d in dict.fromkeys(m.drafter for m in drafters.METHODS if m.drafter)]
+    assert lines[2].split() == [drafters.DRAFTER_NAMES[d] for d in kinds] * len(drafters.CATEGORIES)
+    for t in results["numba"]["settings"]["temperatures"]:
+        for b in results:
+            line = next(x for x in lines if x.startswith(f"{b}, T = {t:g}"))
+            cells = line[14:].split()
+            expected = [counts[b, cat, t, d] for cat in drafters.CATEGORIES for d in kinds]
+            assert [[int(x) for x in c.split("/")] for c in cells] == [
+                [n[s] for s in drafters.SIDES] for n in expected]
+
+
+def test_format_sides_marks_a_missing_cell():
+    data = result(("completion", "gpt", 0.0, 1.1, 1.3), ("grounded", "lookup", 0.0, 0.5, 0.8))
+    line = drafters.format_sides({"numpy": data}).splitlines()[-1]
+    assert line.split() == ["numpy,", "T", "=", "0", "1/0/0", "-", "-", "0/0/1"]
