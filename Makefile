@@ -275,7 +275,7 @@ bench-readme: venv
 
 # The service under load (scripts/service_load.py): four real server processes on 127.0.0.1
 # (batching on/off x speculation on/off), 200 seeded requests from 16 clients each, every
-# run bounded to 60 s; writes results/service_load.json, which chapter 7 reads.
+# run bounded to 60 s; writes results/service_load.json, which appendix C reads.
 .PHONY: service-load batch-throughput serve
 
 service-load: venv

@@ -31,8 +31,8 @@ def _defined() -> tuple[set[str], set[str]]:
     return files, functions
 
 
-def test_the_service_chapter_names_its_tests():
-    assert any(page == "07_service.ipynb" for page, _ in _names_in_notebooks())
+def test_the_service_appendix_names_its_tests():
+    assert any(page == "12_appendix_service.ipynb" for page, _ in _names_in_notebooks())
 
 
 @pytest.mark.parametrize("page, name", _names_in_notebooks())
