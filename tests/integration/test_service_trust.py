@@ -513,3 +513,19 @@ def test_spec_max_batch_decodes_a_full_batch_plainly(tmp_path, models):
         drafted += answer.json()["spec"]["n_draft_calls"]
         alone += reference(models, body).n_draft_calls
     assert drafted < 0.5 * alone, (drafted, alone)
+
+
+def test_max_concurrency_answers_503_past_the_limit(tmp_path):
+    """``--max-concurrency 4`` (uvicorn refuses a connection that would bring the count to
+    the limit, so three requests are in flight at most): six requests sent at once, with
+    ``--max-batch 1`` so each waits for the one before, get 200 for the first three and 503
+    at once for the rest; afterwards the server answers again."""
+    body = dict(prompt="import os\n", max_tokens=200, method="plain", temperature=1.0)
+    with start_server(max_batch=1, log_path=tmp_path / "log",
+                      extra_args=("--max-concurrency", "4")) as srv:
+        with ThreadPoolExecutor(6) as pool:
+            statuses = sorted(pool.map(lambda s: httpx.post(
+                srv.url + "/v1/completions", json={**body, "seed": s},
+                timeout=TIMEOUT).status_code, range(6)))
+        assert statuses == [200] * 3 + [503] * 3, statuses
+        assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
