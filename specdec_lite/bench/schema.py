@@ -51,8 +51,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
      "one cProfile'd run of a few methods"),
     ("greedy_loops", "float|null", "fraction of greedy autoregressive outputs that end "
      "in a loop"),
-    ("bars", "list", "[{name, threshold, value, status}], the project's own speed "
-     "targets checked on the measured rows (reported, not asserted; see the README)"),
+    ("bars", "list", "[{name, threshold, value, status}], speed targets the harness "
+     "checks on the measured rows (reported, not asserted)"),
     ("notes", "list", "[str], how the run was made"),
     ("runs", "list", "one object per timed generation: label, prompt, repeat, wall_s, "
      "forward_s, tokens, target_calls, draft_calls, accepted, checked, sim_s"),
