@@ -124,6 +124,28 @@ def enumerate_sequences(model, prompt: list[int], length: int, temperature: floa
     return sequence_law(model, prompt, length, temperature)
 
 
+def speculative_samples(target, draft, prompt, *, k, length: int, n: int,
+                        temperature: float = 1.0, seed: int = 2024, **kwargs) -> list[tuple]:
+    """``n`` speculative continuations of ``prompt``, ``length`` tokens each, all drawn from
+    one Generator seeded with ``seed`` (``kwargs`` go to ``speculative_generate``)."""
+    rng = np.random.default_rng(seed)
+    return [tuple(speculative_generate(target, draft, prompt, k=k, max_new_tokens=length,
+                                       temperature=temperature, seed=rng,
+                                       **kwargs).tokens.tolist())
+            for _ in range(n)]
+
+
+def imports_module(statement: str, module: str) -> bool:
+    """Whether running ``statement`` in a fresh interpreter leaves ``module`` imported."""
+    import subprocess
+    import sys
+
+    code = f"import sys; {statement}; print({module!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip() == "True"
+
+
 def chi2_critical(df: int, upper_tail: float = 1e-3) -> float:
     """The chi-square value exceeded with probability ``upper_tail`` at ``df``."""
     return chi2_isf(upper_tail, df)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import speculative_samples
 
 from specdec_lite import MarkovModel, speculative_generate
 from specdec_lite.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK
@@ -33,11 +34,8 @@ TARGET, DRAFT = markov(1), markov(2)
 
 def sample_sequences(draft, k, temperature: float = 1.0, **kwargs) -> list[tuple]:
     """N continuations of ``PROMPT`` from one Generator (``kwargs`` go to the decoder)."""
-    rng = np.random.default_rng(2024)
-    return [tuple(speculative_generate(TARGET, draft, PROMPT, k=k, max_new_tokens=LENGTH,
-                                       temperature=temperature, seed=rng,
-                                       **kwargs).tokens.tolist())
-            for _ in range(N)]
+    return speculative_samples(TARGET, draft, PROMPT, k=k, length=LENGTH, n=N,
+                               temperature=temperature, **kwargs)
 
 
 def chi2(samples: list[tuple], temperature: float = 1.0, **cuts) -> ChiSquare:

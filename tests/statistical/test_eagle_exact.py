@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import random_params
+from support import random_params, speculative_samples
 
-from specdec_lite import speculative_generate
 from specdec_lite.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.exactness import ChiSquare, chi_square, sequence_law
 from specdec_lite.proposers import Draft
@@ -40,11 +39,8 @@ def random_weights(seed: int = 5, scale: float = 0.3) -> EagleWeights:
 
 def sample_sequences(drafter, k, temperature: float = 1.0, **kwargs) -> list[tuple]:
     """N continuations of ``PROMPT`` from one Generator (``kwargs`` go to the decoder)."""
-    rng = np.random.default_rng(2024)
-    return [tuple(speculative_generate(TARGET, drafter, PROMPT, k=k, max_new_tokens=LENGTH,
-                                       temperature=temperature, seed=rng,
-                                       **kwargs).tokens.tolist())
-            for _ in range(N)]
+    return speculative_samples(TARGET, drafter, PROMPT, k=k, length=LENGTH, n=N,
+                               temperature=temperature, **kwargs)
 
 
 def chi2(samples: list[tuple], temperature: float = 1.0, **cuts) -> ChiSquare:

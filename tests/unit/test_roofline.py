@@ -5,15 +5,13 @@ Timings themselves are not tested: they describe a machine."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from support import imports_module  # noqa: E402
 
 from specdec_lite import fast, kernels, roofline  # noqa: E402
 from specdec_lite.plots.roofline import plot_rows_cost  # noqa: E402
@@ -122,10 +120,7 @@ def test_stream_rows_defaults_to_what_is_installed(monkeypatch):
 
 
 def test_importing_roofline_does_not_import_numba():
-    code = "import sys, specdec_lite.roofline; print('numba' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "False"
+    assert not imports_module("import specdec_lite.roofline", "numba")
 
 
 def test_stream_rows_rejects_mismatched_inputs():
