@@ -10,9 +10,6 @@ A *cell* here is one (prompt, repeat) pair of the benchmark, as in the harness.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import numpy as np
 
 from ..theory import expected_tokens_per_step
@@ -291,23 +288,3 @@ def machine_description(data: dict) -> dict:
     return {"cpu": machine["cpu_model"], "cores": machine["cpu_count"],
             "numpy": machine["numpy"], "blas_threads": machine["blas_threads"],
             "models": sizes, "medusa_heads": models["heads"], "ngram": models.get("ngram")}
-
-
-def fastest_seconds(f: Callable[[], object], repeats: int = 20) -> float:
-    """The fastest of ``repeats`` calls of ``f``, in seconds: the least disturbed timing."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def matmul_cost_curve(d: int, ns: list[int], rng: np.random.Generator,
-                      repeats: int = 20) -> np.ndarray:
-    """Seconds of one plain product ``x @ w`` [n, d] @ [d, 4d] (one BLAS call over all n
-    rows at once) [len(ns)], for a random float32 MLP matrix: one layer's cost curve at
-    width d on this machine, without ``transformer.linear``'s row-by-row path."""
-    w = rng.standard_normal((d, 4 * d)).astype(np.float32)  # [d, 4d]
-    xs = [rng.standard_normal((n, d)).astype(np.float32) for n in ns]  # [n, d] each
-    return np.array([fastest_seconds(lambda x=x: x @ w, repeats) for x in xs])
