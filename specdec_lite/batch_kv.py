@@ -13,7 +13,11 @@ attention is one batched product over the padded keys [B, H, L, d_head], where a
 of −inf hides from each query the slots past its own position (the causal mask and the
 ragged lengths at once). Pad rows are computed and thrown away; their keys and values
 land past the sequence's length, where the next forward overwrites them before any
-query can see them.
+query can see them. That is the numpy backend. On the compiled backend (``"numba"``,
+the ``fast`` extra) the model's own compiled forward runs the batch: the same kernel a
+single sequence's forward calls, batch-first, with the blocks flattened into rows and an
+offset table (no padding), every weight product over all rows at once and attention
+per sequence over its slot.
 
 :class:`GPTRows` and :class:`ModelRows` answer the one question a decoder asks, "the
 last n rows of the model after this context", for every sequence of a batch:
@@ -31,7 +35,7 @@ import time
 import numpy as np
 
 from .functional import softmax32
-from .kernels import gelu, linear, normalize
+from .kernels import causal_bias, gelu, linear, normalize
 from .models import model_rows
 from .transformer import TransformerModel
 
@@ -85,12 +89,24 @@ def forward_batch(model: TransformerModel, cache: BatchKVCache, first: int,
     """Append ``blocks[i]`` (int64 token ids [n_i], n_i >= 0) to the cache of slot
     ``first + i``, all in one forward pass; their logits land in ``cache.logits``.
 
-    The blocks are padded to n = max n_i. Token j of block i sits at position
-    ``length + j`` and attends to every cached position of its slot and to tokens 0..j
-    of its block. The caller keeps every real position below ``config.max_len``; pad
-    rows past it are clipped to the spare last cache position.
+    Token j of block i sits at position ``length + j`` and attends to every cached
+    position of its slot and to tokens 0..j of its block. The model's own backend runs
+    it: numpy pads the blocks to n = max n_i (pad rows past ``config.max_len`` are clipped
+    to the spare last cache position); the compiled backend (``model.compiled``, the
+    same kernel as a single sequence's forward) takes them flattened, unpadded. The
+    caller keeps every real position below ``config.max_len``.
     """
     start_s = time.perf_counter()
+    run = _forward_flat if model.compiled is not None else _forward_padded
+    n_rows = run(model, cache, first, blocks)
+    if model.observer is not None:
+        model.observer(n_rows, time.perf_counter() - start_s)
+
+
+def _forward_padded(model: TransformerModel, cache: BatchKVCache, first: int,
+                    blocks: list[np.ndarray]) -> int:
+    """The numpy forward of a batch: blocks padded to one length n, every product over
+    [b, n] tokens (see the module docstring). Returns the rows computed, b n."""
     c = model.config
     b = len(blocks)
     n = max(len(block) for block in blocks)
@@ -129,8 +145,34 @@ def forward_batch(model: TransformerModel, cache: BatchKVCache, first: int,
     cache.tokens[rows, where] = tokens
     cache.logits[rows, where] = logits
     cache.length[slots] = start + real
-    if model.observer is not None:
-        model.observer(b * n, time.perf_counter() - start_s)
+    return b * n
+
+
+def _forward_flat(model: TransformerModel, cache: BatchKVCache, first: int,
+                  blocks: list[np.ndarray]) -> int:
+    """The compiled forward of a batch (:meth:`specdec_lite.fast.CompiledForward.batch`):
+    the blocks flattened into R rows with an offset table, no padding; each row's bias
+    covers its own block (causal). Returns the rows computed, R."""
+    c = model.config
+    real = np.array([len(block) for block in blocks], np.int64)  # [b]
+    slots = np.arange(first, first + len(blocks))  # [b]
+    start = cache.length[slots].copy()  # [b]
+    if (start + real).max() > c.max_len:
+        raise ValueError(f"blocks: a sequence would pass the model's max_len {c.max_len}")
+    offsets = np.concatenate([[0], np.cumsum(real)])  # [b + 1]
+    tokens = np.concatenate(blocks).astype(np.int64)  # [R]
+    positions = np.concatenate([s + np.arange(n) for s, n in zip(start, real, strict=True)])
+    bias = np.zeros((len(tokens), max(int(real.max()), 1)), np.float32)  # [R, max n_b]
+    for i, n in enumerate(real):
+        if n > 1:
+            bias[offsets[i] : offsets[i + 1], :n] = causal_bias(int(n))
+    x = model.wte[tokens] + model.wpe[positions]  # [R, d]
+    logits, _ = model.compiled.batch(x, cache.kv, slots, start, offsets, bias)  # [R, V]
+    for i, (slot, s, n) in enumerate(zip(slots, start, real, strict=True)):
+        cache.tokens[slot, s : s + n] = blocks[i]
+        cache.logits[slot, s : s + n] = logits[offsets[i] : offsets[i + 1]]
+    cache.length[slots] = start + real
+    return len(tokens)
 
 
 class GPTRows:

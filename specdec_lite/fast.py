@@ -213,12 +213,13 @@ def exp_inplace(x, bits):  # x [m] float32 in place, bits [m] int32 scratch
 
 
 @_kernel
-def attend(qkv, kv, start, bias, n_head, out):
-    """Multi-head attention of n new tokens over the cache, for one layer.
+def attend(qkv, kv, slot, start, bias, n_head, out):
+    """Multi-head attention of one sequence's n new tokens over its cache, for one layer.
 
-    ``qkv`` [n, 3d] (queries already scaled), ``kv`` [2, H, capacity, d_head] (the new
-    keys and values are written at slots ``start .. start+n-1`` first), ``bias`` [n, n]
-    (0 or -inf among the new tokens), ``out`` [n, d] the attended values.
+    ``qkv`` [n, 3d] (queries already scaled), ``kv`` [2, S, H, capacity, d_head] the caches
+    of S sequences, this one in ``slot`` (its new keys and values are written at
+    positions ``start .. start+n-1`` first), ``bias`` [n, >= n] (columns 0..n-1: 0 or
+    -inf among the new tokens), ``out`` [n, d] the attended values.
     """
     n = qkv.shape[0]
     d = qkv.shape[1] // 3
@@ -227,14 +228,14 @@ def attend(qkv, kv, start, bias, n_head, out):
     for r in range(n):
         for h in range(n_head):
             for e in range(d_head):
-                kv[0, h, start + r, e] = qkv[r, d + h * d_head + e]
-                kv[1, h, start + r, e] = qkv[r, 2 * d + h * d_head + e]
+                kv[0, slot, h, start + r, e] = qkv[r, d + h * d_head + e]
+                kv[1, slot, h, start + r, e] = qkv[r, 2 * d + h * d_head + e]
     row = np.empty(end, dtype=np.float32)  # [end], one row of scores at a time
     bits = np.empty(end, dtype=np.int32)
     for h in range(n_head):
         cols = slice(h * d_head, (h + 1) * d_head)
         q = np.ascontiguousarray(qkv[:, cols])  # [n, d_head]
-        scores = np.dot(q, kv[0, h, :end].T)  # [n, end]
+        scores = np.dot(q, kv[0, slot, h, :end].T)  # [n, end]
         for r in range(n):
             top = -np.inf
             for j in range(n):
@@ -249,7 +250,7 @@ def attend(qkv, kv, start, bias, n_head, out):
                 total += row[j]
             for j in range(end):
                 scores[r, j] = row[j] / total
-        out[:, cols] = np.dot(scores, kv[1, h, :end])  # [n, d_head]
+        out[:, cols] = np.dot(scores, kv[1, slot, h, :end])  # [n, d_head]
 
 
 @_kernel
@@ -277,13 +278,20 @@ def gelu_rows(x):  # in place, [n, 4d]
 
 
 @_kernel
-def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logits, hidden,
-                leave_out):
-    """The whole GPT over n new tokens: ``x`` [n, d] embeddings in, ``logits`` [n, V] and
-    ``hidden`` [n, d] out, the new keys and values appended to ``kv`` [L, 2, H, capacity,
-    d_head] at ``start``. ``weights`` are the stacked matrices and biases of
-    :class:`CompiledForward`, ``weights_t`` the transposed matrices, ``paths`` the three
-    limits of :func:`linear_rows`.
+def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, weights_t,
+                logits, hidden, leave_out):
+    """The whole GPT over the new tokens of B sequences, batch-first: ``x`` [R, d] holds
+    the embeddings of every sequence's block, sequence b in rows ``offsets[b] ..
+    offsets[b+1]-1`` (R = offsets[B]; blocks are not padded); ``logits`` [R, V] and
+    ``hidden`` [R, d] come out in the same rows. Sequence b's keys and values are appended
+    to the caches ``kv`` [L, 2, S, H, capacity, d_head] in slot ``slots[b]`` at position
+    ``starts[b]``; ``bias`` [R, >= max n_b] holds, for each row, its bias over the tokens of
+    its own block (0 or -inf). One sequence is B = 1 (the single-sequence forward).
+
+    Every matrix product over the weights takes all R rows at once, which is what a batch
+    buys; attention runs per sequence, over its own cache. ``weights`` are the stacked
+    matrices and biases of :class:`CompiledForward`, ``weights_t`` the transposed
+    matrices, ``paths`` the three limits of :func:`linear_rows`.
 
     ``leave_out`` is 0 for the forward itself. For a profile only (the output is then
     wrong), bit i skips part ``PARTS[i]`` in every layer, so the time it saves is the
@@ -306,7 +314,11 @@ def gpt_forward(x, kv, start, bias, n_head, eps, paths, weights, weights_t, logi
         if not leave_out & 1:
             linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, paths)
         if not leave_out & 2:
-            attend(qkv, kv[layer], start, bias, n_head, attended)
+            for b in range(slots.shape[0]):
+                r0, r1 = offsets[b], offsets[b + 1]
+                if r1 > r0:
+                    attend(qkv[r0:r1], kv[layer], slots[b], starts[b], bias[r0:r1], n_head,
+                           attended[r0:r1])
         if not leave_out & 4:
             linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
                         paths)
@@ -377,16 +389,35 @@ class CompiledForward:
 
     def __call__(self, x: np.ndarray, kv: np.ndarray, start: int,
                  bias: np.ndarray | None, leave_out: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Logits [n, V] and hidden states [n, d] of the embeddings ``x`` [n, d] (consumed),
-        appending their keys and values to ``kv`` at ``start``. ``leave_out``: for a
-        profile, the parts to skip (see :func:`gpt_forward`); the output is then wrong."""
+        """Logits [n, V] and hidden states [n, d] of one sequence's embeddings ``x`` [n, d]
+        (consumed), appending their keys and values to its cache ``kv`` [L, 2, H, capacity,
+        d_head] at ``start``; ``bias`` [n, n] or None (causal is the caller's to give).
+        ``leave_out``: for a profile, the parts to skip (see :func:`gpt_forward`); the
+        output is then wrong. The batch of one of :meth:`batch`."""
+        # one array type for every bias (a read-only one would compile a second signature)
+        bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
+        one = np.zeros(1, dtype=np.int64)
+        return self._run(x, kv[:, :, None], one, one + start,
+                         np.array([0, x.shape[0]], dtype=np.int64), bias, leave_out)
+
+    def batch(self, x: np.ndarray, kv: np.ndarray, slots: np.ndarray, starts: np.ndarray,
+              offsets: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits [R, V] and hidden states [R, d] of the blocks of B sequences, flattened:
+        sequence b's embeddings are rows ``offsets[b] .. offsets[b+1]-1`` of ``x`` [R, d]
+        (consumed), its cache is slot ``slots[b]`` of ``kv`` [L, 2, S, H, capacity, d_head],
+        its block starts at position ``starts[b]``, and ``bias`` [R, max n_b] gives each
+        row's bias over its own block (see :func:`gpt_forward`)."""
+        return self._run(x, kv, np.asarray(slots, dtype=np.int64),
+                         np.asarray(starts, dtype=np.int64),
+                         np.asarray(offsets, dtype=np.int64),
+                         np.asarray(bias, dtype=np.float32), 0)
+
+    def _run(self, x, kv, slots, starts, offsets, bias, leave_out):
         n = x.shape[0]
         logits = np.empty((n, self.weights[-1].shape[1]), dtype=np.float32)
         hidden = np.empty_like(x)
-        # one array type for every bias (a read-only one would compile a second signature)
-        bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
-        gpt_forward(x, kv, start, bias, self.n_head, self.eps, self.paths, self.weights,
-                    self.weights_t, logits, hidden, leave_out)
+        gpt_forward(x, kv, slots, starts, offsets, bias, self.n_head, self.eps, self.paths,
+                    self.weights, self.weights_t, logits, hidden, leave_out)
         return logits, hidden
 
 

@@ -245,6 +245,12 @@ class TransformerModel:
         self.backend, self._compiled = backend, compiled
         return self
 
+    @property
+    def compiled(self) -> fast.CompiledForward | None:
+        """The compiled forward of the ``"numba"`` backend (batch-first, so the batched
+        engine runs it too: :func:`specdec_lite.batch_kv.forward_batch`); None on numpy."""
+        return self._compiled
+
     @classmethod
     def from_npz(cls, path: str | Path, config: TransformerConfig, sha256: str) -> TransformerModel:
         """Load checksum-verified weights (see ``load_npz``)."""

@@ -7,13 +7,22 @@ import numpy as np
 import pytest
 from support import random_params
 
-from specdec_lite import MarkovModel, NGramModel, generate, load_pretrained, speculative_generate
+from specdec_lite import (
+    MarkovModel,
+    NGramModel,
+    fast,
+    generate,
+    load_pretrained,
+    speculative_generate,
+)
 from specdec_lite.batch import BatchEngine
 from specdec_lite.batch_generate import generate_batch, speculative_generate_batch
 from specdec_lite.batch_kv import GPTRows, forward_batch
 from specdec_lite.corpus import load_text
 from specdec_lite.exactness import chi_square, sequence_law
 from specdec_lite.transformer import TransformerConfig, TransformerModel
+
+needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +71,31 @@ def test_greedy_batched_equals_greedy_per_sequence(shipped, pair) -> None:
         same_trace(done[i], single)
         stopped += len(single.tokens) < limits[i]
     assert stopped > 0, "no sequence met its EOS: the test does not exercise it"
+
+
+@needs_numba
+def test_compiled_batch_runs_the_compiled_forward_and_stays_greedy_identical(shipped) -> None:
+    """On the numba backend the batched engine runs the model's own compiled forward
+    (batch-first, the kernel a single sequence's forward calls), and its greedy output is
+    the single-sequence loop's on the same backend, token for token."""
+    models, _, prompts, newline = shipped
+    compiled = load_pretrained(backend="numba")
+    target, draft = compiled.target, compiled.draft
+    calls = []
+    real_batch = target.compiled.batch
+    target.compiled.batch = lambda *a: calls.append(len(a[3])) or real_batch(*a)
+    try:
+        engine = BatchEngine(target, draft, k=3, temperature=0.0, rule="greedy", max_batch=4)
+        for i, prompt in enumerate(prompts[:6]):
+            engine.add(prompt, max_new_tokens=24, eos_id=newline, request_id=i)
+        done = engine.run()
+    finally:
+        del target.compiled.batch
+    assert max(calls) == 4, "the batched engine did not run the compiled forward in batches"
+    for i, prompt in enumerate(prompts[:6]):
+        single = speculative_generate(target, draft, prompt, k=3, max_new_tokens=24,
+                                      temperature=0.0, rule="greedy", eos_id=newline)
+        same_trace(done[i], single)
 
 
 def ngram_text_ids(shipped) -> np.ndarray:
@@ -231,9 +265,10 @@ def test_a_resumed_run_finishes_exactly_as_an_uninterrupted_one(shipped) -> None
 # ---------------------------------------------------------------- the batched forward
 
 
-def test_forward_batch_over_ragged_blocks_equals_single_forwards() -> None:
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=needs_numba)])
+def test_forward_batch_over_ragged_blocks_equals_single_forwards(backend) -> None:
     config = TransformerConfig(vocab_size=13, n_layer=2, n_head=4, d_model=32, max_len=40)
-    model = TransformerModel(config, random_params(config))
+    model = TransformerModel(config, random_params(config), backend=backend)
     rng = np.random.default_rng(0)
     contexts = [rng.integers(0, 13, n) for n in (5, 17, 1, 30)]
     rows = GPTRows(model, slots=5)
