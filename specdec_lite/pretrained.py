@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import fast
 from .checks import check_int
 from .eagle import EagleDraft, EagleWeights
 from .medusa import MedusaHeads
@@ -114,6 +115,22 @@ def check_gpt_arrays(config: TransformerConfig, arrays: dict[str, np.ndarray],
         if weights[name] != shape:
             raise ValueError(f"{where}: {name} has shape {weights[name]}, the manifest's "
                              f"config {config} needs {shape}")
+
+
+BACKEND_CHOICES = ("auto", *BACKENDS)
+
+
+def resolve_backend(backend: str) -> str:
+    """The forward a run uses: ``"auto"`` is the compiled one (``"numba"``) where the
+    ``fast`` extra is installed, else ``"numpy"``. Raises ``ValueError`` naming ``backend``
+    for an unknown name, or for ``"numba"`` without numba."""
+    if backend not in BACKEND_CHOICES:
+        raise ValueError(f"backend must be one of {BACKEND_CHOICES}, got {backend!r}")
+    if backend == "auto":
+        return "numba" if fast.available() else "numpy"
+    if backend == "numba" and not fast.available():
+        raise ValueError(f"backend 'numba' needs numba: {fast.INSTALL_HINT}")
+    return backend
 
 
 def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR, backend: str = "numpy") -> Pretrained:

@@ -28,7 +28,7 @@ from specdec_lite.decode import Generation, generate, speculative_generate
 from specdec_lite.exactness import chi2_isf, chi_square, sequence_law, small_pair
 from specdec_lite.medusa import MedusaHeads, chain_tree
 from specdec_lite.medusa_decode import medusa_generate
-from specdec_lite.pretrained import load_pretrained
+from specdec_lite.pretrained import load_pretrained, resolve_backend
 from specdec_lite.proposers import PromptLookup
 from specdec_lite.transformer import TransformerConfig, TransformerModel
 
@@ -247,8 +247,11 @@ class Models:
     heads: object
 
 
-def load_models() -> Models:
-    shipped = load_pretrained()
+def load_models(backend: str = "auto") -> Models:
+    """The shipped models on ``backend``; ``"auto"`` is what a server started without
+    ``--backend`` runs (the compiled forward where numba is installed), so references
+    computed here take the server's own arithmetic."""
+    shipped = load_pretrained(backend=resolve_backend(backend))
     _, _, ngram_draft = fit_ngrams()
     return Models(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft, shipped.heads)
 

@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .. import fast
-from ..transformer import BACKENDS
+from ..pretrained import BACKEND_CHOICES, resolve_backend  # noqa: F401 (re-exported)
 
 NGRAM_ORDER = 8  # the n-gram draft conditions on the last 7 characters
 
@@ -63,22 +62,6 @@ class Settings:
             raise ValueError(f"simulate_width must be >= 1, got {self.simulate_width}")
         resolve_backend(self.backend)
         return self
-
-
-BACKEND_CHOICES = ("auto", *BACKENDS)
-
-
-def resolve_backend(backend: str) -> str:
-    """The forward a run uses: ``"auto"`` is the compiled one (``"numba"``) where the
-    ``fast`` extra is installed, else ``"numpy"``. Raises ``ValueError`` naming ``backend``
-    for an unknown name, or for ``"numba"`` without numba."""
-    if backend not in BACKEND_CHOICES:
-        raise ValueError(f"backend must be one of {BACKEND_CHOICES}, got {backend!r}")
-    if backend == "auto":
-        return "numba" if fast.available() else "numpy"
-    if backend == "numba" and not fast.available():
-        raise ValueError(f"backend 'numba' needs numba: {fast.INSTALL_HINT}")
-    return backend
 
 
 QUICK = Settings(ks=(2, 4), trees=(8,), prompts=2, prompt_len=64, new_tokens=48, repeats=2,

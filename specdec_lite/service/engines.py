@@ -178,18 +178,21 @@ class EngineFactory:
 
     @property
     def forward(self) -> str:
-        """Which forward the engines run: the batched engines always use the numpy forward
-        of :mod:`specdec_lite.batch_kv`, Medusa the target's own (``target.backend``)."""
-        return f"batched: numpy; medusa: {getattr(self.target, 'backend', 'numpy')}"
+        """The forward every engine runs: the GPTs' backend, ``"numpy"`` or ``"numba"``
+        (the batched engines call it through :func:`specdec_lite.batch_kv.forward_batch`,
+        Medusa directly)."""
+        return getattr(self.target, "backend", "numpy")
 
     @classmethod
-    def shipped(cls, **options) -> EngineFactory:
-        """The shipped GPT target, its distilled draft, Medusa heads and the corpus 3-gram."""
+    def shipped(cls, backend: str = "auto", **options) -> EngineFactory:
+        """The shipped GPT target, its distilled draft, Medusa heads and the corpus 3-gram,
+        on ``backend`` (``"auto"``: the compiled forward where the ``fast`` extra is
+        installed, see :func:`specdec_lite.pretrained.resolve_backend`)."""
         from ..corpus import fit_ngrams
-        from ..pretrained import load_pretrained
+        from ..pretrained import load_pretrained, resolve_backend
 
         start = time.perf_counter()
-        shipped = load_pretrained()
+        shipped = load_pretrained(backend=resolve_backend(backend))
         _, _, ngram_draft = fit_ngrams()
         factory = cls(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft,
                       shipped.heads, **options)

@@ -12,10 +12,10 @@ The HTTP layer never touches the models: it calls :meth:`Scheduler.submit` (whic
 with :class:`QueueFull` past ``max_queue`` jobs, so the server can answer 429), and reads a
 job's progress from :class:`Job` through a listener callback.
 
-Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per :func:`engine_key`:
-``(method, k)`` for the batched methods, whose engine carries each sequence's own
-temperature and top-p, so requests with different sampling settings share every target
-forward; Medusa's engine still takes one ``(temperature, top_p)`` per engine.
+Engines are pluggable (:class:`StepEngine`): the scheduler keeps one per :func:`engine_key`,
+``(method, k)``: each engine carries each sequence's own temperature and top-p, so
+requests with different sampling settings share its steps (the batched methods share
+every target forward too; Medusa advances each of its requests one step per turn).
 An engine holds its caches for a whole batch, so idle ones are dropped (all but the
 ``max_idle_engines`` newest): clients sending many distinct temperatures must not make
 the server hold one engine for each.
@@ -114,6 +114,20 @@ def same_request(a: Settings, b: Settings, seeded: bool) -> bool:
             and (not seeded or a.seed == b.seed))
 
 
+FAILURE_KINDS = ("deadline", "cancelled", "failed")
+
+
+def failure_kind(error: str | None) -> str | None:
+    """The kind of a failed job's ``error``, one of :data:`FAILURE_KINDS`: ``"deadline"``
+    (it ran past its deadline), ``"cancelled"`` (DELETE, or its client left) or
+    ``"failed"`` (the engine or the journal failed); None for no error. Every error the
+    scheduler writes starts with its kind's word, so a job read back from the journal
+    has its kind too."""
+    if error is None:
+        return None
+    return next((kind for kind in FAILURE_KINDS[:2] if error.startswith(kind)), "failed")
+
+
 @dataclass
 class Job:
     """One accepted request and everything generated for it so far."""
@@ -138,6 +152,11 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.status in ("finished", "failed")
+
+    @property
+    def failure(self) -> str | None:
+        """Why the job failed, as a kind (:func:`failure_kind`); None if it did not."""
+        return failure_kind(self.error)
 
 
 class Scheduler:
@@ -207,8 +226,11 @@ class Scheduler:
     def cancel(self, job_id: str, reason: str = "cancelled") -> Job | None:
         """Stop the live job ``job_id``: at the engine thread's next turn it leaves the
         queue or its engine (its batch slot and caches are freed) and fails with
-        ``reason``, keeping the tokens it has. Returns the job, or None if it is not live
-        (unknown, or already finished)."""
+        ``reason`` (given the prefix ``"cancelled: "`` if it lacks it, so its kind is
+        ``"cancelled"``), keeping the tokens it has. Returns the job, or None if it is not
+        live (unknown, or already finished)."""
+        if not reason.startswith("cancelled"):
+            reason = f"cancelled: {reason}"
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None or job.finished:

@@ -41,6 +41,8 @@ def _bounded(low: float, high: float, kind=int):
 
 
 def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
+    from ..pretrained import BACKEND_CHOICES
+
     p = _OneLineParser(prog=prog, description="Serve OpenAI-style completions with "
                        "speculative decoding of the shipped models (FastAPI + uvicorn).")
     p.add_argument("--host", default="127.0.0.1",
@@ -55,6 +57,9 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
                    help="decode plainly while more than this many sequences share an engine "
                         "step (a full batch gains little from speculation; chapter 7); "
                         "default 0: always speculate")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="the GPTs' forward: numpy (the reference), numba (the compiled fast "
+                   "extra) or auto, numba where installed (default); /health names it")
     p.add_argument("--max-queue", type=_bounded(1, 100_000), default=64,
                    help="jobs held (running + waiting) before answering 429")
     p.add_argument("--deadline", type=_bounded(0.1, 3600.0, float), default=60.0,
@@ -113,10 +118,13 @@ def configure_logging(level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..pretrained import resolve_backend
+
     args = parser().parse_args(argv)
     # the journal holds prompts and outputs: every file the server makes is its user's only
     os.umask(0o077)
     try:
+        resolve_backend(args.backend)  # numba asked for but not installed: fail now
         data_dir = None if args.no_journal else check_data_dir(args.data_dir)
     except (ValueError, OSError) as exc:
         print(f"specdec_lite serve: error: {exc}", file=sys.stderr)
@@ -140,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            api_key=args.api_key or None, allowed_hosts=hosts or ("*",),
                            docs=args.docs)
     try:
-        factory = EngineFactory.shipped(spec_max_batch=args.spec_max_batch or None)
+        factory = EngineFactory.shipped(args.backend,
+                                        spec_max_batch=args.spec_max_batch or None)
         runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch, factory=factory,
                           max_queue=args.max_queue, deadline_s=args.deadline,
                           journal_sync=args.journal_sync,
