@@ -176,14 +176,14 @@ def response_body(job: Job, tokenizer, created: int) -> dict:
     return out
 
 
-def failure_status(error: str | None) -> int:
-    """The HTTP status of a failed job, by its error: 504 past its deadline, 409 when it
-    was cancelled (by DELETE, or because its client left), else 500."""
-    if error and error.startswith("deadline"):
-        return 504
-    if error and error.startswith("cancelled"):
-        return 409
-    return 500
+# The HTTP status of each kind of failure (specdec_lite.service.scheduler.FAILURE_KINDS).
+FAILURE_STATUS = {"deadline": 504, "cancelled": 409, "failed": 500}
+
+
+def failure_status(job: Job) -> int:
+    """The HTTP status of a failed job, by its kind: 504 past its deadline, 409 when it was
+    cancelled (by DELETE, or because its client left), else 500."""
+    return FAILURE_STATUS[job.failure or "failed"]
 
 
 def create_app(config: ServiceConfig, runtime) -> FastAPI:
@@ -325,7 +325,7 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
             return JSONResponse({"detail": "client disconnected"}, status_code=499)
         out = response_body(job, tokenizer, created)
         if job.status == "failed":
-            return JSONResponse(out, status_code=failure_status(job.error))
+            return JSONResponse(out, status_code=failure_status(job))
         return JSONResponse(out)
 
     return app

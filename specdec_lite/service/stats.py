@@ -99,9 +99,7 @@ class ServiceMetrics:
                 fallbacks={"error": s["n_fallbacks"]} if s["n_fallbacks"] else {},
                 wall_time_s=time.monotonic() - job.submitted_at))
         else:
-            outcome = ("deadline" if job.error.startswith("deadline") else
-                       "cancelled" if job.error.startswith("cancelled") else "failed")
-            self.requests.labels(outcome).inc()
+            self.requests.labels(job.failure).inc()
             self.sink.fail(job.id, RuntimeError(job.error))
         self.latency.observe(time.monotonic() - job.submitted_at)
 

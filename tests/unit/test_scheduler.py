@@ -65,3 +65,33 @@ def test_retry_after_follows_how_long_jobs_take():
         assert full.value.retry_after_s == math.ceil(run_s) >= 2
     finally:
         scheduler.stop()
+
+
+def test_every_failure_has_a_kind_and_one_http_status():
+    """A job's failure kind follows from how it failed (deadline, DELETE or a client that
+    left, the engine), whatever the reason's wording; the app maps each kind to one
+    status."""
+    pytest.importorskip("fastapi")
+    from specdec_lite.service.app import FAILURE_STATUS, failure_status
+    from specdec_lite.service.scheduler import FAILURE_KINDS
+
+    scheduler = Scheduler(lambda *key: SlowEngine(), max_batch=2, max_queue=4)
+    scheduler.start()
+    try:
+        late = job(0)
+        late.deadline = time.monotonic() + 0.2  # 30 steps of 0.05 s outlast it
+        left, deleted = scheduler.submit(job(1)), scheduler.submit(job(2))
+        scheduler.submit(late)
+        time.sleep(0.1)
+        scheduler.cancel(left.id, "the client disconnected")  # no "cancelled" prefix given
+        scheduler.cancel(deleted.id, "cancelled by DELETE")
+        assert all(j.done.wait(30) for j in (late, left, deleted))
+    finally:
+        scheduler.stop()
+    assert [j.failure for j in (late, left, deleted)] == ["deadline", "cancelled", "cancelled"]
+    assert left.error == "cancelled: the client disconnected"
+    assert [failure_status(j) for j in (late, left, deleted)] == [504, 409, 409]
+    broken = job(3)
+    broken.status, broken.error = "failed", "RuntimeError: the engine stopped"
+    assert broken.failure == "failed" and failure_status(broken) == 500
+    assert set(FAILURE_STATUS) == set(FAILURE_KINDS) and job(4).failure is None
