@@ -6,18 +6,16 @@ each with its own length (its next position). The active sequences always fill s
 0 .. B-1 (:meth:`BatchKVCache.remove` moves the last one into a freed slot), so the keys
 every forward attends over are one strided view, with no copy.
 
-:func:`forward_batch` runs a block of up to n new tokens for each sequence of a range of
-slots in one pass: the blocks are padded to n and stacked into [B, n] (pad + mask). Every
-matrix product over the weights sees all B·n rows at once, which is what batching buys;
-attention is one batched product over the padded keys [B, H, L, d_head], where a bias
-of −inf hides from each query the slots past its own position (the causal mask and the
-ragged lengths at once). Pad rows are computed and thrown away; their keys and values
-land past the sequence's length, where the next forward overwrites them before any
-query can see them. That is the numpy backend. On the compiled backend (``"numba"``,
-the ``fast`` extra) the model's own compiled forward runs the batch: the same kernel a
-single sequence's forward calls, batch-first, with the blocks flattened into rows and an
-offset table (no padding), every weight product over all rows at once and attention
-per sequence over its slot.
+:func:`forward_batch` runs a block of new tokens for each sequence of a range of slots
+in one pass of the model's own forward,
+:meth:`~specdec_lite.transformer.TransformerModel.forward_rows`: the one forward a single
+sequence uses too, batch-first. The blocks are flattened into R rows with an offset
+table, vLLM-style, so every matrix product over the weights sees all R rows at once,
+which is what batching buys, and no pad row is computed there. Attention reads each
+sequence's own slot: on the numpy backend in one batched product over the blocks padded
+to the longest (a bias of −inf hides from each query the positions past its own, the
+causal mask and the ragged lengths at once; pad rows are dropped), on the compiled
+backend (``"numba"``, the ``fast`` extra) one sequence at a time inside the kernel.
 
 :class:`GPTRows` and :class:`ModelRows` answer the one question a decoder asks, "the
 last n rows of the model after this context", for every sequence of a batch:
@@ -34,8 +32,6 @@ import time
 
 import numpy as np
 
-from .functional import softmax32
-from .kernels import causal_bias, gelu, linear, normalize
 from .models import model_rows
 from .transformer import TransformerModel
 
@@ -90,69 +86,13 @@ def forward_batch(model: TransformerModel, cache: BatchKVCache, first: int,
     ``first + i``, all in one forward pass; their logits land in ``cache.logits``.
 
     Token j of block i sits at position ``length + j`` and attends to every cached
-    position of its slot and to tokens 0..j of its block. The model's own backend runs
-    it: numpy pads the blocks to n = max n_i (pad rows past ``config.max_len`` are clipped
-    to the spare last cache position); the compiled backend (``model.compiled``, the
-    same kernel as a single sequence's forward) takes them flattened, unpadded. The
-    caller keeps every real position below ``config.max_len``.
+    position of its slot and to tokens 0..j of its block. The blocks are flattened into
+    rows with an offset table and run by the model's own batch-first forward
+    (:meth:`~specdec_lite.transformer.TransformerModel.forward_rows`, the one a single
+    sequence's forward calls), on its backend. A sequence must stay within
+    ``config.max_len`` positions.
     """
     start_s = time.perf_counter()
-    run = _forward_flat if model.compiled is not None else _forward_padded
-    n_rows = run(model, cache, first, blocks)
-    if model.observer is not None:
-        model.observer(n_rows, time.perf_counter() - start_s)
-
-
-def _forward_padded(model: TransformerModel, cache: BatchKVCache, first: int,
-                    blocks: list[np.ndarray]) -> int:
-    """The numpy forward of a batch: blocks padded to one length n, every product over
-    [b, n] tokens (see the module docstring). Returns the rows computed, b n."""
-    c = model.config
-    b = len(blocks)
-    n = max(len(block) for block in blocks)
-    slots = slice(first, first + b)
-    start = cache.length[slots].copy()  # [b]
-    real = np.array([len(block) for block in blocks])  # [b]
-    if (start + real).max() > c.max_len:
-        raise ValueError(f"blocks: a sequence would pass the model's max_len {c.max_len}")
-    tokens = np.zeros((b, n), np.int64)  # [b, n], pads are token 0
-    for i, block in enumerate(blocks):
-        tokens[i, : len(block)] = block
-    where = np.minimum(start[:, None] + np.arange(n), c.max_len)  # [b, n] cache positions
-    positions = np.minimum(where, c.max_len - 1)  # pad rows may run past the window
-    end = int(where[:, -1].max()) + 1  # keys 0 .. end-1 cover every slot's block
-    # bias[i, j, t] = 0 if token j of slot i may attend position t, else -inf
-    bias = np.where(np.arange(end) <= where[:, :, None], np.float32(0), np.float32(-np.inf))
-    rows = np.arange(first, first + b)[:, None]  # [b, 1] with ``where``: each token's slot
-    x = (model.wte[tokens] + model.wpe[positions]).reshape(b * n, c.d_model)  # [b n, d]
-    for layer, w in enumerate(model.layers):
-        kv = cache.kv[layer]  # [2, S, H, capacity, d_head]
-        qkv = linear(normalize(x), w.c_attn_w, w.c_attn_b)  # [b n, 3d]
-        qkv = qkv.reshape(b, n, 3, c.n_head, c.d_head)  # [b, n, 3, H, d_head]
-        kv[0][rows, :, where] = qkv[:, :, 1]  # keys of the new tokens, [b, n, H, d_head]
-        kv[1][rows, :, where] = qkv[:, :, 2]
-        keys, values = kv[0, slots, :, :end], kv[1, slots, :, :end]  # [b, H, end, d_head]
-        queries = qkv[:, :, 0].transpose(0, 2, 1, 3)  # [b, H, n, d_head], already scaled
-        scores = queries @ keys.transpose(0, 1, 3, 2)  # [b, H, n, end]
-        scores += bias[:, None]
-        attended = softmax32(scores) @ values  # [b, H, n, d_head]
-        attended = attended.transpose(0, 2, 1, 3).reshape(b * n, c.d_model)  # [b n, d]
-        x = x + linear(attended, w.attn_c_proj_w, w.attn_c_proj_b)
-        hidden = gelu(linear(normalize(x), w.c_fc_w, w.c_fc_b))  # [b n, 4d]
-        x = x + linear(hidden, w.mlp_c_proj_w, w.mlp_c_proj_b)
-    hidden = normalize(x) * model.ln_f[0] + model.ln_f[1]  # [b n, d]
-    logits = (hidden @ model.unembed).reshape(b, n, c.vocab_size)  # [b, n, V]
-    cache.tokens[rows, where] = tokens
-    cache.logits[rows, where] = logits
-    cache.length[slots] = start + real
-    return b * n
-
-
-def _forward_flat(model: TransformerModel, cache: BatchKVCache, first: int,
-                  blocks: list[np.ndarray]) -> int:
-    """The compiled forward of a batch (:meth:`specdec_lite.fast.CompiledForward.batch`):
-    the blocks flattened into R rows with an offset table, no padding; each row's bias
-    covers its own block (causal). Returns the rows computed, R."""
     c = model.config
     real = np.array([len(block) for block in blocks], np.int64)  # [b]
     slots = np.arange(first, first + len(blocks))  # [b]
@@ -161,18 +101,19 @@ def _forward_flat(model: TransformerModel, cache: BatchKVCache, first: int,
         raise ValueError(f"blocks: a sequence would pass the model's max_len {c.max_len}")
     offsets = np.concatenate([[0], np.cumsum(real)])  # [b + 1]
     tokens = np.concatenate(blocks).astype(np.int64)  # [R]
-    positions = np.concatenate([s + np.arange(n) for s, n in zip(start, real, strict=True)])
-    bias = np.zeros((len(tokens), max(int(real.max()), 1)), np.float32)  # [R, max n_b]
-    for i, n in enumerate(real):
-        if n > 1:
-            bias[offsets[i] : offsets[i + 1], :n] = causal_bias(int(n))
+    within = np.arange(len(tokens)) - np.repeat(offsets[:-1], real)  # [R] index in block
+    positions = np.repeat(start, real) + within  # [R]
+    # row r may see tokens 0 .. within[r] of its own block: a causal bias [R, max n_b]
+    columns = np.arange(max(int(real.max()), 1))
+    bias = np.where(columns > within[:, None], np.float32(-np.inf), np.float32(0))
     x = model.wte[tokens] + model.wpe[positions]  # [R, d]
-    logits, _ = model.compiled.batch(x, cache.kv, slots, start, offsets, bias)  # [R, V]
+    logits, _ = model.forward_rows(x, cache.kv, slots, start, offsets, bias)  # [R, V]
     for i, (slot, s, n) in enumerate(zip(slots, start, real, strict=True)):
         cache.tokens[slot, s : s + n] = blocks[i]
         cache.logits[slot, s : s + n] = logits[offsets[i] : offsets[i + 1]]
     cache.length[slots] = start + real
-    return len(tokens)
+    if model.observer is not None:
+        model.observer(len(tokens), time.perf_counter() - start_s)
 
 
 class GPTRows:

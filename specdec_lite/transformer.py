@@ -19,6 +19,13 @@ the positions after the cached entries. For tree verification pass ``mask`` ([n,
 ``mask[i, j]``: node i may attend node j, e.g. its ancestors and itself) and ``positions``
 (e.g. prefix length + depth); every new token always attends to all cached entries.
 
+One forward per backend. ``forward_rows`` is the network over the new tokens of B
+sequences at once, flattened into rows with an offset table (each sequence in its own
+cache slot); ``forward`` is its batch of one, and the batched engine
+(:mod:`specdec_lite.batch_kv`) its batch of many. On ``"numpy"`` it is the functions of
+this module; on ``"numba"`` one compiled call of :mod:`specdec_lite.fast`, with the same
+layout.
+
 Speculative decoders drive the cache through public methods and never touch it
 directly: ``score_tree`` (forward a tree block on top of the committed prefix),
 ``commit_path`` (keep one root-to-node path of that block), ``rollback`` (drop entries)
@@ -177,6 +184,93 @@ class KVCache:
         self.length = self.n_causal = end
 
 
+def attend_one(qkv: np.ndarray, kv: np.ndarray, start: int,
+               bias: np.ndarray) -> np.ndarray:
+    """Attention of one sequence's n new tokens: ``qkv`` [3, H, n, d_head] (queries
+    already scaled), its cache ``kv`` [2, H, capacity, d_head] (the new keys and values are
+    written at ``start`` first), ``bias`` [n, >= n] over the new tokens. Returns [n, d]."""
+    _, heads, n, d_head = qkv.shape
+    end = start + n
+    kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
+    keys, values = kv[0, :, :end], kv[1, :, :end]  # [H, end, d_head] each
+    scores = qkv[0] @ keys.transpose(0, 2, 1)  # [H, n, end]
+    if n > 1 or bias[0, 0] != 0:  # one causal token may attend everything
+        scores[:, :, start:] += bias[:, :n]
+    attention = softmax32(scores)  # [H, n, end]
+    return (attention @ values).transpose(1, 0, 2).reshape(n, heads * d_head)  # [n, d]
+
+
+def batch_bias(starts: np.ndarray, offsets: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The attention bias [B, n, end] of B blocks padded to n = max n_b rows, over cache
+    positions 0 .. end-1 (end = max(starts + n_b)): 0 on a sequence's cached entries, its
+    own ``bias`` rows ([R, >= n_b], over its block) on its new ones, -inf past them. A pad
+    row sees position 0 only, so its softmax stays finite (its output is dropped)."""
+    lengths = np.diff(offsets)  # [B]
+    n, end = int(lengths.max()), int((starts + lengths).max())
+    real = np.arange(n) < lengths[:, None]  # [B, n]
+    rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
+    own = np.arange(end) - starts[:, None, None]  # [B, 1, end]: index in the block
+    in_block = (own >= 0) & (own < lengths[:, None, None])  # [B, 1, end]
+    picked = np.take_along_axis(bias[rows], np.clip(own, 0, bias.shape[1] - 1)
+                                .repeat(n, axis=1), axis=2)  # [B, n, end]
+    out = np.where(in_block, picked, np.where(own < 0, np.float32(0), np.float32(-np.inf)))
+    out = np.where(real[:, :, None], out, np.float32(-np.inf)).astype(np.float32)
+    out[:, :, 0] = np.where(real, out[:, :, 0], 0)  # a pad row sees position 0 only
+    return out
+
+
+class BatchLayout(NamedTuple):
+    """Where B flattened blocks sit, worked out once per forward for every layer."""
+
+    slots: slice | np.ndarray  # the caches' slots (a slice where they are consecutive)
+    row_slot: np.ndarray  # [R] each row's slot
+    row_position: np.ndarray  # [R] each row's cache position
+    rows: np.ndarray | None  # [B, n] padded block -> row (pads read row 0); None: no pads
+    real: np.ndarray | None  # [B, n] True for real rows; None: no pads
+    bias: np.ndarray  # [B, n, end] from batch_bias
+
+
+def batch_layout(slots: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
+                 bias: np.ndarray) -> BatchLayout:
+    """The :class:`BatchLayout` of B blocks (``bias`` [R, >= max n_b] as in
+    ``TransformerModel.forward_rows``)."""
+    lengths = np.diff(offsets)  # [B]
+    n, r = int(lengths.max()), int(offsets[-1])
+    row_slot = np.repeat(slots, lengths)  # [R]
+    row_position = np.repeat(starts, lengths) + np.arange(r) - np.repeat(offsets[:-1], lengths)
+    rows = real = None
+    if (lengths != n).any():
+        real = np.arange(n) < lengths[:, None]  # [B, n]
+        rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
+    if (np.diff(slots) == 1).all():  # consecutive slots, as the batch cache keeps them
+        slots = slice(int(slots[0]), int(slots[-1]) + 1)  # a view of the caches, not a copy
+    return BatchLayout(slots, row_slot, row_position, rows, real,
+                       batch_bias(starts, offsets, bias))
+
+
+def attend_many(qkv: np.ndarray, kv: np.ndarray, layout: BatchLayout) -> np.ndarray:
+    """Attention of B sequences' blocks in one batched product: ``qkv`` [3, H, R, d_head]
+    (rows flattened), ``kv`` [2, S, H, capacity, d_head] (the new keys and values are
+    written at each row's slot and position first), ``layout`` from :func:`batch_layout`.
+    Blocks of unequal length are padded to n rows for the products; pad rows are
+    dropped. Returns [R, d]."""
+    _, heads, r, d_head = qkv.shape
+    b, n, end = layout.bias.shape
+    kv[:, layout.row_slot, :, layout.row_position] = qkv[1:].transpose(2, 0, 1, 3)
+    if layout.rows is None:  # every block n long: a reshape, no gather
+        queries = qkv[0].reshape(heads, b, n, d_head).transpose(1, 0, 2, 3)  # [B, H, n, dh]
+    else:
+        queries = qkv[0][:, layout.rows].transpose(1, 0, 2, 3)  # [B, H, n, d_head]
+    keys = kv[0, layout.slots, :, :end]  # [B, H, end, d_head]
+    values = kv[1, layout.slots, :, :end]
+    scores = queries @ keys.transpose(0, 1, 3, 2)  # [B, H, n, end]
+    scores += layout.bias[:, None]
+    attended = (softmax32(scores) @ values).transpose(0, 2, 1, 3)  # [B, n, H, d_head]
+    if layout.real is not None:
+        attended = attended[layout.real]  # [R, H, d_head]
+    return attended.reshape(r, heads * d_head)  # [R, d]
+
+
 class TransformerModel:
     """A numpy GPT that satisfies the model contract (``vocab_size``, ``probs``) and its
     fast path (``last_probs``): see :class:`specdec_lite.models.FastModel`.
@@ -323,13 +417,9 @@ class TransformerModel:
                 raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
             bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
         x = self.wte[tokens] + self.wpe[positions]  # [n, d]
-        if self._compiled is not None:
-            logits, hidden = self._compiled(x, cache.kv, start, bias)  # [n, V], [n, d]
-        else:
-            for layer, weights in enumerate(self.layers):
-                x = self._block(x, weights, cache.kv[layer], start, bias)
-            hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [n, d]
-            logits = hidden @ self.unembed  # [n, V]
+        one = np.zeros(1, np.int64)
+        logits, hidden = self.forward_rows(x, cache.kv[:, :, None], one, one + start,
+                                           np.array([0, n]), bias)  # [n, V], [n, d]
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
         cache.hidden[start : start + n] = hidden
@@ -340,23 +430,49 @@ class TransformerModel:
             self.observer(n, time.perf_counter() - start_s)
         return Output(logits, hidden)
 
-    def _block(self, x: np.ndarray, w: Block, kv: np.ndarray, start: int,
-               bias: np.ndarray | None) -> np.ndarray:  # [n, d] -> [n, d]
-        n, d = x.shape
+    def forward_rows(self, x: np.ndarray, kv: np.ndarray, slots: np.ndarray,
+                     starts: np.ndarray, offsets: np.ndarray,
+                     bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The model's one forward, batch-first, on this model's backend: the new tokens of
+        B sequences, flattened. Sequence b's embeddings are rows ``offsets[b] ..
+        offsets[b+1]-1`` of ``x`` [R, d] (consumed); its cache is slot ``slots[b]`` of
+        ``kv`` [L, 2, S, H, capacity, d_head], where its keys and values are written from
+        position ``starts[b]`` on; ``bias`` [R, >= max n_b] gives each row's bias (0 or
+        -inf) over the tokens of its own block, and may be None when every block is one
+        token. Every row also attends to all of its sequence's cached entries.
+
+        Returns the logits [R, V] and final hidden states [R, d]. :meth:`forward` is the
+        batch of one (``kv`` a single cache with a slot axis of 1); the batched engine's
+        :func:`specdec_lite.batch_kv.forward_batch` is the batch of many. Every product over
+        the weights takes all R rows at once."""
+        slots, starts = np.asarray(slots, np.int64), np.asarray(starts, np.int64)
+        offsets = np.asarray(offsets, np.int64)
+        if bias is None:
+            if (np.diff(offsets) > 1).any():
+                raise ValueError("bias: blocks of more than one token need a bias")
+            bias = np.zeros((len(x), 1), np.float32)
+        if self._compiled is not None:
+            return self._compiled.batch(x, kv, slots, starts, offsets, bias)
+        layout = batch_layout(slots, starts, offsets, bias) if len(slots) > 1 else None
+        for layer, weights in enumerate(self.layers):
+            x = self._block(x, weights, kv[layer], slots, starts, bias, layout)
+        hidden = normalize(x) * self.ln_f[0] + self.ln_f[1]  # [R, d]
+        return hidden @ self.unembed, hidden  # [R, V], [R, d]
+
+    def _block(self, x: np.ndarray, w: Block, kv: np.ndarray, slots: np.ndarray,
+               starts: np.ndarray, bias: np.ndarray,
+               layout: BatchLayout | None) -> np.ndarray:  # [R, d] -> [R, d]
+        r, d = x.shape
         heads, d_head = self.config.n_head, self.config.d_head
-        qkv = linear(normalize(x), w.c_attn_w, w.c_attn_b)  # [n, 3d]
-        qkv = qkv.reshape(n, 3, heads, d_head)  # [n, 3, H, d_head]
-        qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, n, d_head]
-        end = start + n
-        kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
-        keys, values = kv[0, :, :end], kv[1, :, :end]  # [H, end, d_head] each
-        scores = qkv[0] @ keys.transpose(0, 2, 1)  # [H, n, end], q already scaled
-        if bias is not None:  # None: one causal token, which may attend everything
-            scores[:, :, start:] += bias
-        attention = softmax32(scores)  # [H, n, end]
-        attended = (attention @ values).transpose(1, 0, 2).reshape(n, d)  # [n, d]
+        qkv = linear(normalize(x), w.c_attn_w, w.c_attn_b)  # [R, 3d]
+        qkv = qkv.reshape(r, 3, heads, d_head)  # [R, 3, H, d_head]
+        qkv = qkv.transpose(1, 2, 0, 3)  # [3, H, R, d_head]
+        if layout is None:  # one sequence
+            attended = attend_one(qkv, kv[:, slots[0]], int(starts[0]), bias)  # [R, d]
+        else:
+            attended = attend_many(qkv, kv, layout)  # [R, d]
         x = x + linear(attended, w.attn_c_proj_w, w.attn_c_proj_b)
-        hidden = gelu(linear(normalize(x), w.c_fc_w, w.c_fc_b))  # [n, 4d]
+        hidden = gelu(linear(normalize(x), w.c_fc_w, w.c_fc_b))  # [R, 4d]
         return x + linear(hidden, w.mlp_c_proj_w, w.mlp_c_proj_b)
 
     # ---------------------------------------------------------------- whole sequences
