@@ -62,6 +62,11 @@ class Step:
     emitted: tuple[int, ...]
     extra: str
 
+    @property
+    def n_checked(self) -> int:
+        """Draft tokens the target judged: the accepted ones and the first rejected one."""
+        return min(self.n_accepted + 1, len(self.proposed))
+
     def token_kinds(self) -> list[tuple[int, str]]:
         """(token, kind) for the step's proposal, left to right, then its extra token.
 
@@ -106,15 +111,15 @@ class Generation:
 
     @property
     def n_proposed(self) -> int:
-        return sum(len(s.proposed) for s in self.steps)
+        return step_counts(self.steps)["n_proposed"]
 
     @property
     def n_accepted(self) -> int:
-        return sum(s.n_accepted for s in self.steps)
+        return step_counts(self.steps)["n_accepted"]
 
     @property
     def n_checked(self) -> int:
-        return sum(min(s.n_accepted + 1, len(s.proposed)) for s in self.steps)
+        return step_counts(self.steps)["n_checked"]
 
     @property
     def alpha(self) -> float:
@@ -130,6 +135,15 @@ class Generation:
     def tau(self) -> float:
         """τ = emitted tokens / target calls (0.0 before any call)."""
         return len(self.tokens) / self.n_target_calls if self.n_target_calls else 0.0
+
+
+def step_counts(steps: list[Step]) -> dict[str, int]:
+    """The draft-token counts of a trace, defined here once for the library, the service
+    and its journal: ``n_proposed``, ``n_accepted`` and ``n_checked`` summed over
+    ``steps`` (see the module docstring)."""
+    return {"n_proposed": sum(len(s.proposed) for s in steps),
+            "n_accepted": sum(s.n_accepted for s in steps),
+            "n_checked": sum(s.n_checked for s in steps)}
 
 
 def cut_at_eos(tokens: np.ndarray, eos_id: int | None) -> tuple[np.ndarray, bool]:

@@ -208,7 +208,7 @@ class AutoK:
         for step in gen.steps[-self.window:]:
             if step.proposed:
                 accepted = self.decay * accepted + step.n_accepted
-                checked = self.decay * checked + min(step.n_accepted + 1, len(step.proposed))
+                checked = self.decay * checked + step.n_checked
         return accepted / checked
 
     def after(self, k: int, gen: Generation) -> int:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..batch import BatchEngine, Sampling
 from ..breaker import CircuitBreaker
-from ..decode import Step
+from ..decode import Step, step_counts
 from ..medusa import chain_tree
 from ..medusa_decode import MedusaRun, medusa_start, medusa_step
 from ..proposers import PromptLookup
@@ -39,10 +39,7 @@ def _update(steps: list[Step], new: np.ndarray, finished: bool, draft_calls: int
             head_calls: int, fallbacks: int, rng: np.random.Generator) -> StepUpdate:
     return StepUpdate(
         new_tokens=[int(t) for t in new], finished=finished, n_target_calls=len(steps),
-        n_draft_calls=draft_calls, n_head_calls=head_calls,
-        n_proposed=sum(len(s.proposed) for s in steps),
-        n_accepted=sum(s.n_accepted for s in steps),
-        n_checked=sum(min(s.n_accepted + 1, len(s.proposed)) for s in steps),
+        n_draft_calls=draft_calls, n_head_calls=head_calls, **step_counts(steps),
         n_fallbacks=fallbacks, rng_state=rng.bit_generator.state, steps=list(steps))
 
 

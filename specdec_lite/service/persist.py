@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..decode import step_counts
 from ..journal import Entry, Journal
 from .scheduler import Job, Settings, StepUpdate, stop_cut
 
@@ -221,10 +222,7 @@ def _job(entry: Entry, deadline_s: float) -> Job:
         n_target_calls=len(steps), n_draft_calls=entry.draft_calls,
         # Medusa calls its heads once per step after the first (the journal keeps no count)
         n_head_calls=max(len(steps) - 1, 0) if settings.method == "medusa" else 0,
-        n_proposed=sum(len(x.proposed) for x in steps),
-        n_accepted=sum(x.n_accepted for x in steps),
-        n_checked=sum(min(x.n_accepted + 1, len(x.proposed)) for x in steps),
-        n_fallbacks=sum(c is not None for c in entry.causes))
+        **step_counts(steps), n_fallbacks=sum(c is not None for c in entry.causes))
     if entry.status != "running":
         job.status, job.error = entry.status, entry.error
         job.done.set()
