@@ -81,7 +81,8 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
                    help="comma-separated Host header values to answer, others get 400 "
                         "(default: this machine's names; '*' for any)")
     p.add_argument("--max-concurrency", type=_bounded(1, 100_000), default=256,
-                   help="open connections before answering 503 (default 256)")
+                   help="open connections, each request in flight holding one, before a new one "
+                   "gets 503 (default 256)")
     p.add_argument("--shutdown-timeout", type=_bounded(0.0, 3600.0, float), default=30.0,
                    help="seconds a SIGTERM waits for requests in flight (default 30)")
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json")
@@ -161,7 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     app = create_app(config, runtime)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                access_log=False, limit_concurrency=args.max_concurrency,
+                access_log=False,
+                # uvicorn refuses the connection that would bring its count *to* the limit
+                limit_concurrency=args.max_concurrency + 1,
                 timeout_graceful_shutdown=args.shutdown_timeout)
     return 0
 

@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import sqlite3
 import stat
 import threading
@@ -516,16 +517,25 @@ def test_spec_max_batch_decodes_a_full_batch_plainly(tmp_path, models):
 
 
 def test_max_concurrency_answers_503_past_the_limit(tmp_path):
-    """``--max-concurrency 4`` (uvicorn refuses a connection that would bring the count to
-    the limit, so three requests are in flight at most): six requests sent at once, with
-    ``--max-batch 1`` so each waits for the one before, get 200 for the first three and 503
-    at once for the rest; afterwards the server answers again."""
-    body = dict(prompt="import os\n", max_tokens=200, method="plain", temperature=1.0)
-    with start_server(max_batch=1, log_path=tmp_path / "log",
+    """``--max-concurrency 4`` holds four connections: with three idle ones open, a
+    request is answered; with four open, a fifth connection gets 503 at once; when they
+    close, the server answers again. (Idle raw connections make the count exact, where
+    requests racing to connect would not.)"""
+    body = dict(prompt="import os\n", max_tokens=8, method="plain", temperature=1.0, seed=1)
+    with start_server(log_path=tmp_path / "log",
                       extra_args=("--max-concurrency", "4")) as srv:
-        with ThreadPoolExecutor(6) as pool:
-            statuses = sorted(pool.map(lambda s: httpx.post(
-                srv.url + "/v1/completions", json={**body, "seed": s},
-                timeout=TIMEOUT).status_code, range(6)))
-        assert statuses == [200] * 3 + [503] * 3, statuses
+        address = httpx.URL(srv.url)
+        idle = [socket.create_connection((address.host, address.port)) for _ in range(3)]
+        try:
+            time.sleep(0.3)  # the server registers each connection
+            assert httpx.post(srv.url + "/v1/completions", json=body,
+                              timeout=TIMEOUT).status_code == 200
+            idle.append(socket.create_connection((address.host, address.port)))
+            time.sleep(0.3)
+            assert httpx.post(srv.url + "/v1/completions", json=body,
+                              timeout=TIMEOUT).status_code == 503
+        finally:
+            for connection in idle:
+                connection.close()
+        time.sleep(0.3)
         assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
