@@ -515,9 +515,8 @@ def test_alpha_is_accepted_over_checked(server, models):
 
 
 def test_idle_engines_are_dropped(models):
-    """Each Medusa (k, temperature, top_p) group gets an engine of its own; distinct
-    temperatures must not pile them up. (The batched methods share one engine per
-    (method, k) whatever the temperature: see the next test.)"""
+    """Each (method, k) gets an engine of its own (whatever the temperature: see the next
+    test); clients asking for many distinct k must not pile them up."""
     import gc
     import weakref
 
@@ -536,9 +535,10 @@ def test_idle_engines_are_dropped(models):
     scheduler = Scheduler(make_engine, max_batch=4, max_queue=8)  # keeps 4 idle engines
     scheduler.start()
     try:
-        for i in range(10):
+        keys = [("draft", k) for k in range(1, 9)] + [("medusa", 2), ("medusa", 3)]
+        for i, (method, k) in enumerate(keys):  # ten engines, one after another
             job = Job(id=f"t{i}", prompt=models.tokenizer.encode("a = "),
-                      settings=Settings("medusa", 3, 3, 0.5 + i / 100, None, i),
+                      settings=Settings(method, k, 3, 0.5 + i / 100, None, i),
                       deadline=time.monotonic() + TIMEOUT)
             scheduler.submit(job)
             assert job.done.wait(TIMEOUT) and job.status == "finished"
@@ -546,7 +546,7 @@ def test_idle_engines_are_dropped(models):
     finally:
         scheduler.stop()
     gc.collect()
-    assert len(made) <= 5  # the four newest idle ones (and at most one in hand)
+    assert len(keys) == 10 and len(made) <= 5  # the four newest idle ones (and one in hand)
 
 
 def test_requests_with_different_sampling_share_engine_steps(tmp_path, models):
