@@ -56,10 +56,12 @@ from typing import NamedTuple
 import numpy as np
 
 from . import fast
+from .attention import BatchLayout, attend_many, attend_one, batch_layout
 from .checks import check_int, check_tokens
 from .distributions import apply_temperature
-from .functional import softmax, softmax32
+from .functional import softmax
 from .kernels import LN_EPS, causal_bias, fold_gain, gelu, linear, normalize
+from .kv_cache import KVCache
 
 __all__ = ["BACKENDS", "Block", "KVCache", "LN_EPS", "Output", "TransformerConfig",
            "TransformerModel", "causal_bias", "file_sha256", "fold_gain", "gelu", "linear",
@@ -131,144 +133,6 @@ class Output(NamedTuple):
 
     logits: np.ndarray  # [n, V] float32
     hidden: np.ndarray  # [n, d] float32, after the final LayerNorm
-
-
-class KVCache:
-    """One sequence's state: keys, values, tokens, logits and hidden states of its entries.
-
-    ``kv[layer, 0 or 1, head, slot, :]`` holds the key or value of entry ``slot``; entries
-    ``0 .. length-1`` are in use. The first ``n_causal`` entries are an ordinary causal
-    sequence (``tokens[:n_causal]`` at positions 0, 1, ...); entries after them came from a
-    masked block (a tree) and are only kept by ``keep_path`` or dropped by ``truncate``.
-    """
-
-    def __init__(self, config: TransformerConfig, capacity: int) -> None:
-        shape = (config.n_layer, 2, config.n_head, capacity, config.d_head)
-        self.kv = np.zeros(shape, dtype=np.float32)  # [L, 2, H, capacity, d_head]
-        self.tokens = np.zeros(capacity, dtype=np.int64)  # [capacity]
-        self.logits = np.zeros((capacity, config.vocab_size), dtype=np.float32)  # [capacity, V]
-        self.hidden = np.zeros((capacity, config.d_model), dtype=np.float32)  # [capacity, d]
-        self.length = 0
-        self.n_causal = 0
-
-    @property
-    def capacity(self) -> int:
-        return self.tokens.shape[0]
-
-    def truncate(self, length: int) -> None:
-        """Drop every entry from ``length`` on."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"length must be in [0, {self.length}], got {length}")
-        self.length = length
-        self.n_causal = min(self.n_causal, length)
-
-    def keep_path(self, rows: Sequence[int]) -> None:
-        """Keep the tree entries ``rows`` as the continuation of the causal prefix.
-
-        ``rows`` are slot indices (ascending, all >= ``n_causal``) of one root-to-node path of
-        a block that was run with ``positions = n_causal + depth`` and a mask letting each
-        node see only its ancestors; their entries are then exactly those of a causal forward
-        of the path's tokens. They move to slots ``n_causal, n_causal + 1, ...``; every other
-        entry after the prefix is dropped.
-        """
-        rows = np.asarray(rows, dtype=np.intp)  # [m]
-        if rows.ndim != 1 or (rows.size and (rows[0] < self.n_causal or rows[-1] >= self.length
-                                             or (rows[1:] <= rows[:-1]).any())):
-            raise ValueError(f"rows must be ascending slots in [{self.n_causal}, {self.length}), "
-                             f"got {rows.tolist()}")
-        end = self.n_causal + rows.size
-        for array, axis in ((self.kv, 3), (self.tokens, 0), (self.logits, 0), (self.hidden, 0)):
-            moved = np.take(array, rows, axis=axis)  # a copy, so overlapping moves are safe
-            index = (slice(None),) * axis + (slice(self.n_causal, end),)
-            array[index] = moved
-        self.length = self.n_causal = end
-
-
-def attend_one(qkv: np.ndarray, kv: np.ndarray, start: int,
-               bias: np.ndarray) -> np.ndarray:
-    """Attention of one sequence's n new tokens: ``qkv`` [3, H, n, d_head] (queries
-    already scaled), its cache ``kv`` [2, H, capacity, d_head] (the new keys and values are
-    written at ``start`` first), ``bias`` [n, >= n] over the new tokens. Returns [n, d]."""
-    _, heads, n, d_head = qkv.shape
-    end = start + n
-    kv[:, :, start:end] = qkv[1:]  # keys and values of the new tokens
-    keys, values = kv[0, :, :end], kv[1, :, :end]  # [H, end, d_head] each
-    scores = qkv[0] @ keys.transpose(0, 2, 1)  # [H, n, end]
-    if n > 1 or bias[0, 0] != 0:  # one causal token may attend everything
-        scores[:, :, start:] += bias[:, :n]
-    attention = softmax32(scores)  # [H, n, end]
-    return (attention @ values).transpose(1, 0, 2).reshape(n, heads * d_head)  # [n, d]
-
-
-def batch_bias(starts: np.ndarray, offsets: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """The attention bias [B, n, end] of B blocks padded to n = max n_b rows, over cache
-    positions 0 .. end-1 (end = max(starts + n_b)): 0 on a sequence's cached entries, its
-    own ``bias`` rows ([R, >= n_b], over its block) on its new ones, -inf past them. A pad
-    row sees position 0 only, so its softmax stays finite (its output is dropped)."""
-    lengths = np.diff(offsets)  # [B]
-    n, end = int(lengths.max()), int((starts + lengths).max())
-    real = np.arange(n) < lengths[:, None]  # [B, n]
-    rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
-    own = np.arange(end) - starts[:, None, None]  # [B, 1, end]: index in the block
-    in_block = (own >= 0) & (own < lengths[:, None, None])  # [B, 1, end]
-    picked = np.take_along_axis(bias[rows], np.clip(own, 0, bias.shape[1] - 1)
-                                .repeat(n, axis=1), axis=2)  # [B, n, end]
-    out = np.where(in_block, picked, np.where(own < 0, np.float32(0), np.float32(-np.inf)))
-    out = np.where(real[:, :, None], out, np.float32(-np.inf)).astype(np.float32)
-    out[:, :, 0] = np.where(real, out[:, :, 0], 0)  # a pad row sees position 0 only
-    return out
-
-
-class BatchLayout(NamedTuple):
-    """Where B flattened blocks sit, worked out once per forward for every layer."""
-
-    slots: slice | np.ndarray  # the caches' slots (a slice where they are consecutive)
-    row_slot: np.ndarray  # [R] each row's slot
-    row_position: np.ndarray  # [R] each row's cache position
-    rows: np.ndarray | None  # [B, n] padded block -> row (pads read row 0); None: no pads
-    real: np.ndarray | None  # [B, n] True for real rows; None: no pads
-    bias: np.ndarray  # [B, n, end] from batch_bias
-
-
-def batch_layout(slots: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
-                 bias: np.ndarray) -> BatchLayout:
-    """The :class:`BatchLayout` of B blocks (``bias`` [R, >= max n_b] as in
-    ``TransformerModel.forward_rows``)."""
-    lengths = np.diff(offsets)  # [B]
-    n, r = int(lengths.max()), int(offsets[-1])
-    row_slot = np.repeat(slots, lengths)  # [R]
-    row_position = np.repeat(starts, lengths) + np.arange(r) - np.repeat(offsets[:-1], lengths)
-    rows = real = None
-    if (lengths != n).any():
-        real = np.arange(n) < lengths[:, None]  # [B, n]
-        rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
-    if (np.diff(slots) == 1).all():  # consecutive slots, as the batch cache keeps them
-        slots = slice(int(slots[0]), int(slots[-1]) + 1)  # a view of the caches, not a copy
-    return BatchLayout(slots, row_slot, row_position, rows, real,
-                       batch_bias(starts, offsets, bias))
-
-
-def attend_many(qkv: np.ndarray, kv: np.ndarray, layout: BatchLayout) -> np.ndarray:
-    """Attention of B sequences' blocks in one batched product: ``qkv`` [3, H, R, d_head]
-    (rows flattened), ``kv`` [2, S, H, capacity, d_head] (the new keys and values are
-    written at each row's slot and position first), ``layout`` from :func:`batch_layout`.
-    Blocks of unequal length are padded to n rows for the products; pad rows are
-    dropped. Returns [R, d]."""
-    _, heads, r, d_head = qkv.shape
-    b, n, end = layout.bias.shape
-    kv[:, layout.row_slot, :, layout.row_position] = qkv[1:].transpose(2, 0, 1, 3)
-    if layout.rows is None:  # every block n long: a reshape, no gather
-        queries = qkv[0].reshape(heads, b, n, d_head).transpose(1, 0, 2, 3)  # [B, H, n, dh]
-    else:
-        queries = qkv[0][:, layout.rows].transpose(1, 0, 2, 3)  # [B, H, n, d_head]
-    keys = kv[0, layout.slots, :, :end]  # [B, H, end, d_head]
-    values = kv[1, layout.slots, :, :end]
-    scores = queries @ keys.transpose(0, 1, 3, 2)  # [B, H, n, end]
-    scores += layout.bias[:, None]
-    attended = (softmax32(scores) @ values).transpose(0, 2, 1, 3)  # [B, n, H, d_head]
-    if layout.real is not None:
-        attended = attended[layout.real]  # [R, H, d_head]
-    return attended.reshape(r, heads * d_head)  # [R, d]
 
 
 class TransformerModel:
