@@ -9,6 +9,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from specdec_lite.bench.timing import pin_blas_threads  # noqa: E402
+
+# One BLAS thread for the whole run: a threaded product splits its sums by core count, so
+# float32 results (compared at 1e-6 in places) would depend on the machine and on whether
+# an earlier test had pinned the threads (the servers the tests start get the same).
+pin_blas_threads(1)
+
 
 # Markers of whole modules, in one place, keyed by file name whatever the folder
 # (pyproject.toml registers them; `make test-fast` deselects slow, browser, server and
