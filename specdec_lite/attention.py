@@ -40,7 +40,7 @@ def batch_bias(starts: np.ndarray, offsets: np.ndarray, bias: np.ndarray) -> np.
     positions 0 .. end-1 (end = max(starts + n_b)): 0 on a sequence's cached entries, its
     own ``bias`` rows ([R, >= n_b], over its block) on its new ones, -inf past them. A pad
     row sees position 0 only, so its softmax stays finite (its output is dropped)."""
-    lengths = np.diff(offsets)  # [B]
+    lengths = np.diff(offsets).astype(np.intp)  # [B]; np.repeat takes intp counts
     n, end = int(lengths.max()), int((starts + lengths).max())
     real = np.arange(n) < lengths[:, None]  # [B, n]
     rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
@@ -69,7 +69,7 @@ def batch_layout(slots: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
                  bias: np.ndarray) -> BatchLayout:
     """The :class:`BatchLayout` of B blocks (``bias`` [R, >= max n_b] as in
     ``TransformerModel.forward_rows``)."""
-    lengths = np.diff(offsets)  # [B]
+    lengths = np.diff(offsets).astype(np.intp)  # [B]; np.repeat takes intp counts
     n, r = int(lengths.max()), int(offsets[-1])
     row_slot = np.repeat(slots, lengths)  # [R]
     row_position = np.repeat(starts, lengths) + np.arange(r) - np.repeat(offsets[:-1], lengths)

@@ -94,7 +94,7 @@ def forward_batch(model: TransformerModel, cache: BatchKVCache, first: int,
     """
     start_s = time.perf_counter()
     c = model.config
-    real = np.array([len(block) for block in blocks], np.int64)  # [b]
+    real = np.array([len(block) for block in blocks], np.intp)  # [b] (intp: np.repeat counts)
     slots = np.arange(first, first + len(blocks))  # [b]
     start = cache.length[slots].copy()  # [b]
     if (start + real).max() > c.max_len:
