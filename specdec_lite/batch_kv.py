@@ -46,7 +46,7 @@ class BatchKVCache:
 
     def __init__(self, model: TransformerModel, slots: int) -> None:
         c = model.config
-        capacity = c.max_len + 1  # positions 0 .. max_len-1, and one where pad rows land
+        capacity = c.max_len  # positions 0 .. max_len-1
         self.kv = np.zeros((c.n_layer, 2, slots, c.n_head, capacity, c.d_head), np.float32)
         self.tokens = np.zeros((slots, capacity), np.int64)  # [S, capacity]
         self.logits = np.zeros((slots, capacity, c.vocab_size), np.float32)  # [S, cap, V]
