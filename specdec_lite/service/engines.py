@@ -1,8 +1,8 @@
 """The decode engines behind the service, one per group of requests that can share a step.
 
 :class:`EngineFactory` holds the shipped models (loaded once; weights are read-only and
-every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` for a
-``(method, k, temperature, top_p)`` group:
+every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` for each
+``(method, k)``; every sequence in it keeps its own temperature and top-p:
 
 - ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.batch.BatchEngine`
   (continuous batching, one target forward per step for the whole group). ``draft`` drafts
