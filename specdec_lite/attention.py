@@ -35,15 +35,15 @@ def attend_one(qkv: np.ndarray, kv: np.ndarray, start: int,
     return (attention @ values).transpose(1, 0, 2).reshape(n, heads * d_head)  # [n, d]
 
 
-def batch_bias(starts: np.ndarray, offsets: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """The attention bias [B, n, end] of B blocks padded to n = max n_b rows, over cache
-    positions 0 .. end-1 (end = max(starts + n_b)): 0 on a sequence's cached entries, its
-    own ``bias`` rows ([R, >= n_b], over its block) on its new ones, -inf past them. A pad
-    row sees position 0 only, so its softmax stays finite (its output is dropped)."""
-    lengths = np.diff(offsets).astype(np.intp)  # [B]; np.repeat takes intp counts
-    n, end = int(lengths.max()), int((starts + lengths).max())
-    real = np.arange(n) < lengths[:, None]  # [B, n]
-    rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
+def batch_bias(starts: np.ndarray, lengths: np.ndarray, real: np.ndarray, rows: np.ndarray,
+               bias: np.ndarray) -> np.ndarray:
+    """The attention bias [B, n, end] of B blocks of ``lengths`` padded to n = max n_b rows
+    (``real`` [B, n] marks real rows, ``rows`` [B, n] maps them to flattened rows), over
+    cache positions 0 .. end-1 (end = max(starts + n_b)): 0 on a sequence's cached
+    entries, its own ``bias`` rows ([R, >= n_b], over its block) on its new ones, -inf
+    past them. A pad row sees position 0 only, so its softmax stays finite (its output is
+    dropped)."""
+    n, end = real.shape[1], int((starts + lengths).max())
     own = np.arange(end) - starts[:, None, None]  # [B, 1, end]: index in the block
     in_block = (own >= 0) & (own < lengths[:, None, None])  # [B, 1, end]
     picked = np.take_along_axis(bias[rows], np.clip(own, 0, bias.shape[1] - 1)
@@ -73,14 +73,14 @@ def batch_layout(slots: np.ndarray, starts: np.ndarray, offsets: np.ndarray,
     n, r = int(lengths.max()), int(offsets[-1])
     row_slot = np.repeat(slots, lengths)  # [R]
     row_position = np.repeat(starts, lengths) + np.arange(r) - np.repeat(offsets[:-1], lengths)
-    rows = real = None
-    if (lengths != n).any():
-        real = np.arange(n) < lengths[:, None]  # [B, n]
-        rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n]
+    real = np.arange(n) < lengths[:, None]  # [B, n]
+    rows = np.where(real, offsets[:-1, None] + np.arange(n), 0)  # [B, n], pads read row 0
+    bias = batch_bias(starts, lengths, real, rows, bias)  # [B, n, end]
+    if real.all():  # every block n long: attention reshapes, it gathers nothing
+        rows = real = None
     if (np.diff(slots) == 1).all():  # consecutive slots, as the batch cache keeps them
         slots = slice(int(slots[0]), int(slots[-1]) + 1)  # a view of the caches, not a copy
-    return BatchLayout(slots, row_slot, row_position, rows, real,
-                       batch_bias(starts, offsets, bias))
+    return BatchLayout(slots, row_slot, row_position, rows, real, bias)
 
 
 def attend_many(qkv: np.ndarray, kv: np.ndarray, layout: BatchLayout) -> np.ndarray:
