@@ -57,50 +57,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .batch_kv import batch_rows
-from .checks import check_eos, check_int, check_prompt, check_tokens, check_window
-from .decode import Generation, Step, ask_proposer, cut_at_eos
+from .checks import check_eos, check_int, check_prompt, check_window
+from .decode import Generation, Step, ask_proposer, cut_at_eos, measured_costs
 from .distributions import Sampling, as_generator, sample
+from .draft_length import FixedK, named_policy
 from .models import check_model
-from .proposers import as_proposer
+from .proposers import ModelDraft, as_proposer
+from .sequence import SequenceState, state_from_dict
 from .verify import Verification, check_rule, verify_checked
-
-
-@dataclass
-class SequenceState:
-    """One sequence of a batch: its request, its own Generator and what it has emitted.
-
-    ``context`` is the prompt followed by the emitted tokens; the trace ``gen`` gets its
-    ``tokens`` when the sequence finishes.
-    """
-
-    request_id: object
-    prompt: np.ndarray  # [n_prompt]
-    max_new_tokens: int
-    eos_id: int | None
-    rng: np.random.Generator
-    gen: Generation
-    context: np.ndarray  # [n_prompt + n_new]
-    done: bool = False
-    started: float = 0.0
-    n_fallbacks: int = 0  # steps decoded plainly because verification failed or was refused
-    sampling: Sampling = Sampling()  # this sequence's own temperature and cuts
-
-    @property
-    def n_new(self) -> int:
-        return len(self.context) - len(self.prompt)
-
-    def to_dict(self) -> dict:
-        """Everything needed to continue this sequence elsewhere, as JSON-friendly data."""
-        g = self.gen
-        return {"request_id": self.request_id, "prompt": self.prompt.tolist(),
-                "tokens": self.context[len(self.prompt):].tolist(),
-                "max_new_tokens": self.max_new_tokens, "eos_id": self.eos_id,
-                "rng_state": self.rng.bit_generator.state,
-                "sampling": {"temperature": self.sampling.temperature,
-                             "top_k": self.sampling.top_k, "top_p": self.sampling.top_p},
-                "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,
-                "steps": [[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
-                          for s in g.steps]}
 
 
 @dataclass(frozen=True)
@@ -187,59 +151,57 @@ class BatchEngine:
 
     def add(self, prompt: object, *, max_new_tokens: int,
             seed: int | np.random.Generator | None = None, eos_id: int | None = None,
-            request_id: object = None, sampling: Sampling | None = None) -> object:
+            request_id: object = None, sampling: Sampling | None = None,
+            k: int | object | None = None, policy: str | None = None) -> object:
         """Queue a request; it joins the batch at the next :meth:`step`. Returns its id
         (``request_id``, or 0, 1, 2 ... in order of arrival).
 
         The sequence draws every random number from its own Generator, ``seed``, with its
         own ``sampling`` (:class:`Sampling`; default: the engine's), so requests with
-        different temperatures and cuts share every step. A run that would pass a
-        model's window (``max_len``) is refused here, with a ``ValueError`` naming
-        ``max_new_tokens``.
+        different temperatures and cuts share every step. ``k`` and ``policy`` choose its
+        draft length as in :func:`specdec_lite.decode.speculative_generate` (default: the
+        engine's ``k`` at every step); sequences with different ones share every step too.
+        A run that would pass a model's window (``max_len``) is refused here, with a
+        ``ValueError`` naming ``max_new_tokens``.
         """
         if sampling is not None and not isinstance(sampling, Sampling):
             raise TypeError(f"sampling must be a Sampling, got {type(sampling).__name__}")
         prompt = check_prompt(prompt, self.vocab)
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
         self._check_window(len(prompt), max_new_tokens)
+        sampling = sampling or self.sampling
+        length, min_confidence = self.draft_length(prompt, sampling, k, policy)
         state = SequenceState(self._new_id(request_id), prompt, max_new_tokens,
                               check_eos(eos_id, self.vocab), as_generator(seed),
                               Generation(tokens=np.zeros(0, np.int64), prompt=prompt), prompt,
-                              sampling=sampling or self.sampling)
+                              sampling=sampling, policy=length, k_now=length.start,
+                              min_confidence=min_confidence)
         self.waiting.append(state)
         return state.request_id
 
+    def draft_length(self, prompt: np.ndarray, sampling: Sampling, k: object,
+                      policy: object) -> tuple[object, float | None]:
+        """A request's draft-length policy and confidence stop, as ``speculative_generate``
+        reads ``k`` and ``policy``; ``"auto"`` prices steps of this target and draft."""
+        if k is None and policy in (None, "fixed"):
+            return FixedK(self.k), None
+        if self.k == 0:
+            raise ValueError(f"k={k!r} and policy={policy!r} need a draft (this engine "
+                             "decodes plainly)")
+        proposer = self.proposer if self.proposer is not None else ModelDraft(self.draft)
+        length, proposer = named_policy(
+            policy, self.k if k is None else k, proposer,
+            lambda k_max: measured_costs(self.target, proposer, prompt, sampling, self.rule,
+                                         self.params, k_max))
+        return length, getattr(proposer, "min_confidence", None)
+
     def resume(self, snapshot: dict) -> object:
         """Re-add a sequence from :meth:`SequenceState.to_dict`: it continues from its
-        tokens and Generator state as if it had never stopped. Returns its id."""
-        if not isinstance(snapshot, dict):
-            raise TypeError(f"snapshot must be a dict, got {type(snapshot).__name__}")
-        missing = {"request_id", "prompt", "tokens", "max_new_tokens", "eos_id",
-                   "rng_state"} - set(snapshot)
-        if missing:
-            raise ValueError(f"snapshot lacks {sorted(missing)}")
-        prompt = check_prompt(snapshot["prompt"], self.vocab)
-        tokens = check_tokens(snapshot["tokens"], self.vocab, name="snapshot tokens")
-        max_new_tokens = check_int(snapshot["max_new_tokens"], "max_new_tokens", len(tokens))
-        self._check_window(len(prompt), max_new_tokens)
-        rng_state = snapshot["rng_state"]
-        bit_generator = getattr(np.random, str(rng_state.get("bit_generator")), None)
-        if bit_generator is None:
-            raise ValueError(f"snapshot rng_state names no numpy bit generator: {rng_state!r:.80}")
-        rng = np.random.Generator(bit_generator())
-        rng.bit_generator.state = rng_state
-        gen = Generation(tokens=np.zeros(0, np.int64), prompt=prompt,
-                         steps=[Step(tuple(p), n, tuple(e), x)
-                                for p, n, e, x in snapshot.get("steps", [])],
-                         n_target_calls=snapshot.get("n_target_calls", 0),
-                         n_draft_calls=snapshot.get("n_draft_calls", 0))
-        sampling = snapshot.get("sampling")
-        if sampling is not None and not isinstance(sampling, dict):
-            raise TypeError(f"snapshot sampling must be a dict, got {type(sampling).__name__}")
-        state = SequenceState(self._new_id(snapshot["request_id"]), prompt, max_new_tokens,
-                              check_eos(snapshot["eos_id"], self.vocab), rng, gen,
-                              np.concatenate([prompt, tokens]),
-                              sampling=Sampling.checked(**sampling) if sampling else self.sampling)
+        tokens, Generator state and draft length as if it had never stopped. Returns its
+        id."""
+        state = state_from_dict(snapshot, self.vocab, self.sampling, FixedK(self.k))
+        self._check_window(len(state.prompt), state.max_new_tokens)
+        state.request_id = self._new_id(state.request_id)
         self.waiting.append(state)
         return state.request_id
 
@@ -377,34 +339,53 @@ class BatchEngine:
         return finished
 
     def propose(self) -> list[Proposal]:
-        """Draft up to k tokens for every active sequence (one batched draft call per
-        draft position; a sequence near its end drafts fewer, as in
-        ``speculative_generate``)."""
+        """Draft for every active sequence as many tokens as its policy chose (one batched
+        draft call per draft position; a sequence near its end drafts fewer, as in
+        ``speculative_generate``; one with a confidence stop drafts up to its first
+        unsure token)."""
         states = self.active
-        k_steps = [min(self.k, s.max_new_tokens - s.n_new - 1) for s in states]
+        k_steps = [min(s.k_now, s.max_new_tokens - s.n_new - 1) for s in states]
         if self.proposer is not None:
             return [self._ask_proposer(s, k) for s, k in zip(states, k_steps, strict=True)]
         ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
                for s, k in zip(states, k_steps, strict=True)]
         q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
-        temperatures = [s.sampling.temperature for s in states]
+        # a greedy confidence stop reads the draft's row at T = 1, as ModelDraft does
+        temperatures = [1.0 if s.sampling.greedy and s.min_confidence is not None
+                        else s.sampling.temperature for s in states]
         for i in range(max(k_steps, default=0)):
             contexts = [c[: len(s.context) + i] if i < k else None
                         for s, c, k in zip(states, ctx, k_steps, strict=True)]
             rows = self._draft_rows.rows(contexts, [1] * len(states), temperatures)
-            for s, c, q_b, row in zip(states, ctx, q, rows, strict=True):
+            for b, (s, c, q_b, row) in enumerate(zip(states, ctx, q, rows, strict=True)):
                 if row is None:
                     continue
-                q_b[i] = s.sampling.warp(row[0])  # [V]
+                token, confidence = self._draw(s, row[0], q_b[i])
                 s.gen.n_draft_calls += 1
-                c[len(s.context) + i] = (int(q_b[i].argmax()) if s.sampling.greedy
-                                         else sample(q_b[i], s.rng))
-        return [Proposal(s, c[len(s.context):], q_b)
-                for s, c, q_b in zip(states, ctx, q, strict=True)]
+                c[len(s.context) + i] = token
+                if s.min_confidence is not None and confidence < s.min_confidence:
+                    k_steps[b] = i + 1  # it drafts no further this step
+        return [Proposal(s, c[len(s.context): len(s.context) + k], q_b[:k])
+                for s, c, q_b, k in zip(states, ctx, q, k_steps, strict=True)]
+
+    @staticmethod
+    def _draw(state: SequenceState, row: np.ndarray, q_i: np.ndarray) -> tuple[int, float]:
+        """Draw a draft token from the draft's ``row`` [V] into ``q_i`` [V] (the row it is
+        drawn from, warped; one-hot at T = 0); returns it and its probability there."""
+        s = state.sampling
+        if s.greedy and state.min_confidence is not None:  # row is the T = 1 row
+            token = int(row.argmax())
+            q_i[token] = 1.0
+            return token, float(row[token])
+        q_i[:] = s.warp(row)
+        token = int(q_i.argmax()) if s.greedy else sample(q_i, state.rng)
+        return token, float(q_i[token])
 
     def _ask_proposer(self, state: SequenceState, k: int) -> Proposal:
         """One sequence's proposal from a proposer that is not a model (checked as
-        ``speculative_generate`` checks it)."""
+        ``speculative_generate`` checks it; at k = 0 it is not asked)."""
+        if k == 0:
+            return Proposal(state, np.zeros(0, np.int64), np.zeros((0, self.vocab)))
         drafted, q, n_calls = ask_proposer(self.proposer, state.context, k, state.sampling,
                                            state.rng, self.vocab)  # [k_b], [k_b, V]
         state.gen.n_draft_calls += n_calls
@@ -445,6 +426,8 @@ class BatchEngine:
             s.context = np.concatenate([s.context, emitted])
             if hit_eos or s.n_new >= s.max_new_tokens:
                 done.append(slot)
+            elif self.draft is not None:
+                s.k_now = s.policy.after(s.k_now, s.gen)
         finished = []
         for slot in reversed(done):
             finished.append(self._finish(self.active[slot]))

@@ -48,6 +48,7 @@ def speculative_generate_batch(
     top_p: float | None = None,
     max_batch: int | None = None,
     spec_max_batch: int | None = None,
+    policy: str | None = None,
     **rule_params: float,
 ) -> list[Generation]:
     """Speculative decoding of every prompt in ``prompts``, batched (:class:`BatchEngine`).
@@ -58,7 +59,8 @@ def speculative_generate_batch(
     ``max_batch`` (default: all prompts) bounds the active sequences; the others join as
     sequences finish. ``spec_max_batch`` makes a step with more active sequences than
     that a plain one (see :class:`BatchEngine`). ``k=0`` (or ``draft=None``) is plain
-    batched decoding.
+    batched decoding. ``policy`` names each sequence's draft-length policy, as in
+    :func:`specdec_lite.decode.speculative_generate` (``k`` is then its start, or its cap).
     """
     if not isinstance(prompts, Sequence) or isinstance(prompts, str) or not prompts:
         raise ValueError("prompts must be a non-empty list of token sequences")
@@ -71,7 +73,8 @@ def speculative_generate_batch(
                          spec_max_batch=spec_max_batch, **rule_params)
     for i, (prompt, limit, rng) in enumerate(zip(prompts, limits, rngs, strict=True)):
         try:
-            engine.add(prompt, max_new_tokens=limit, seed=rng, eos_id=eos_id, request_id=i)
+            engine.add(prompt, max_new_tokens=limit, seed=rng, eos_id=eos_id, request_id=i,
+                       policy=policy)
         except (TypeError, ValueError) as err:
             raise type(err)(f"prompts[{i}]: {err}") from None
     done = engine.run()

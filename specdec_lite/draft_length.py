@@ -24,7 +24,7 @@ keeps the exact rule exact: each step is an ordinary speculative step with some 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -221,6 +221,7 @@ class AutoK:
 
 POLICIES = ("fixed", "heuristic", "confidence", "auto")
 CONFIDENCE = 0.4  # Hugging Face's default assistant_confidence_threshold
+HEURISTIC_K_MAX = 10  # "heuristic" grows k up to max(k, this), as Hugging Face's schedule
 
 
 def named_policy(policy: str | None, k: object, proposer: object,
@@ -228,7 +229,8 @@ def named_policy(policy: str | None, k: object, proposer: object,
     """(draft-length policy, proposer) for ``policy``, a name in :data:`POLICIES` or None:
 
     * ``"fixed"`` (None): ``k`` tokens every step (an int, or a policy object as it is);
-    * ``"heuristic"``: :class:`AdaptiveK` starting at ``k``, up to max(k, 10);
+    * ``"heuristic"``: :class:`AdaptiveK` starting at ``k``, up to
+      max(k, :data:`HEURISTIC_K_MAX`);
     * ``"confidence"``: up to ``k`` tokens, drafting stops after a token the draft model
       gave less than :data:`CONFIDENCE` (a model draft only);
     * ``"auto"``: :class:`AutoK` over k = 0..``k``, priced by ``measure(k)``.
@@ -239,7 +241,8 @@ def named_policy(policy: str | None, k: object, proposer: object,
         raise ValueError(f"policy must be one of {POLICIES} or None, got {policy!r}")
     k = check_int(k, "k", 1)
     if policy == "heuristic":
-        return AdaptiveK(start=min(k, 10), k_max=max(k, 10)), proposer
+        return (AdaptiveK(start=min(k, HEURISTIC_K_MAX), k_max=max(k, HEURISTIC_K_MAX)),
+                proposer)
     if policy == "confidence":
         if not isinstance(proposer, ModelDraft):
             raise ValueError("policy 'confidence' needs a draft model (it reads the draft's "
@@ -257,5 +260,42 @@ def as_draft_length(k: object) -> object:
     return FixedK(check_int(k, "k", 1))
 
 
-__all__ = ["CONFIDENCE", "POLICIES", "AdaptiveK", "AutoK", "FixedK", "StepCosts", "TheoryK",
-           "as_draft_length", "best_rate_k", "named_policy"]
+def replay_k(policy: object, gen: Generation) -> int:
+    """The k ``policy`` chooses after ``gen``'s steps, worked out again from its start: a
+    sequence resumed from its steps continues with the k it would have had."""
+    k = policy.start
+    for i in range(1, len(gen.steps) + 1):  # the trace as the loop had it after step i
+        k = policy.after(k, replace(gen, steps=gen.steps[:i]))
+    return k
+
+
+_SAVED = {cls.__name__: cls for cls in (FixedK, AdaptiveK, TheoryK, AutoK)}
+
+
+def policy_record(policy: object) -> dict:
+    """The library's draft-length ``policy`` as JSON-friendly data (its class name under
+    ``"policy"``, then its fields); :func:`policy_from_record` makes it again. Another
+    class of policy raises ``TypeError``: its state is not known here."""
+    name = type(policy).__name__
+    if _SAVED.get(name) is not type(policy):
+        raise TypeError(f"policy {name} cannot be saved: only {sorted(_SAVED)} have a record")
+    return {"policy": name, **asdict(policy)}
+
+
+def policy_from_record(record: object) -> object:
+    """The policy :func:`policy_record` wrote; a bad record raises ``ValueError``."""
+    if not isinstance(record, dict) or record.get("policy") not in _SAVED:
+        raise ValueError(f"policy record must name one of {sorted(_SAVED)}: {record!r:.80}")
+    cls = _SAVED[record["policy"]]
+    values = {f.name: record[f.name] for f in fields(cls) if f.name in record}
+    if cls is AutoK:
+        costs = values.get("costs")
+        if not isinstance(costs, dict) or "step_cost" not in costs:
+            raise ValueError(f"AutoK record lacks costs.step_cost: {record!r:.80}")
+        values["costs"] = StepCosts(tuple(costs["step_cost"]))
+    return cls(**values)
+
+
+__all__ = ["CONFIDENCE", "HEURISTIC_K_MAX", "POLICIES", "AdaptiveK", "AutoK", "FixedK",
+           "StepCosts", "TheoryK", "as_draft_length", "best_rate_k", "named_policy",
+           "policy_from_record", "policy_record", "replay_k"]

@@ -43,7 +43,7 @@ APPLICATION_ID = 0x53444C4A
 SCHEMA_VERSION = 1
 #: The settings a journal records (everything else, such as the verifier, is run-time only).
 SETTINGS = ("k", "max_new_tokens", "temperature", "rule", "eos_id", "top_k", "top_p",
-            "theta", "eps", "delta", "method", "stop")
+            "theta", "eps", "delta", "method", "stop", "policy")
 
 _SCHEMA = {
     "generations": ("request_id", "prompt", "settings", "seed", "rng_state", "status",

@@ -274,7 +274,8 @@ def reference(models: Models, body: dict) -> Generation:
     draft = {"draft": models.draft, "ngram": models.ngram_draft,
              "lookup": PromptLookup()}[method]
     return speculative_generate(models.target, draft, prompt, k=k, max_new_tokens=n,
-                                temperature=t, seed=seed, top_p=top_p)
+                                temperature=t, seed=seed, top_p=top_p,
+                                policy=body.get("policy", "fixed"))
 
 
 def reference_text(models: Models, body: dict) -> str:

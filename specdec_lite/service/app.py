@@ -55,6 +55,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from ..draft_length import HEURISTIC_K_MAX
 from .scheduler import Job, QueueFull, Scheduler, Settings, same_request
 from .schema import CompletionRequest, CompletionResponse
 
@@ -164,7 +165,7 @@ def response_body(job: Job, tokenizer, created: int) -> dict:
                       finish_reason=reason)],
         usage=dict(prompt_tokens=len(job.prompt), completion_tokens=len(job.tokens),
                    total_tokens=len(job.prompt) + len(job.tokens)),
-        spec=dict(method=job.settings.method, k=job.settings.k,
+        spec=dict(method=job.settings.method, k=job.settings.k, policy=job.settings.policy,
                   alpha=stats["n_accepted"] / n_checked if n_checked else 0.0,
                   tau=len(job.tokens) / calls if calls else 0.0,
                   n_target_calls=calls, n_draft_calls=stats["n_draft_calls"],
@@ -261,10 +262,17 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
             prompt_ids = tokenizer.encode(body.prompt)
         except ValueError as exc:  # a character outside the model's alphabet
             return field_error("prompt", str(exc), body.prompt)
+        if body.policy != "fixed" and body.method in ("plain", "medusa"):
+            return field_error("policy", f"method {body.method!r} takes only policy "
+                               "'fixed'", body.policy)
+        if body.policy == "confidence" and body.method == "lookup":
+            return field_error("policy", "policy 'confidence' needs a draft model (it "
+                               "reads the draft's probabilities); method 'lookup' has none",
+                               body.policy)
         k = 0 if body.method == "plain" else body.k
-        # positions the verifier reads past the new tokens: k drafts and one more, or, for
-        # Medusa at T = 0, its default tree, as deep as it has heads
-        lookahead = k + 1
+        # positions the verifier reads past the new tokens: the most drafts a step can have
+        # and one more, or, for Medusa at T = 0, its default tree, as deep as it has heads
+        lookahead = (max(k, HEURISTIC_K_MAX) if body.policy == "heuristic" else k) + 1
         if body.method == "medusa" and body.temperature == 0:
             lookahead = max(lookahead, runtime.n_heads)
         room = runtime.max_len - len(body.prompt) - lookahead
@@ -285,7 +293,7 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
                             temperature=body.temperature,
                             top_p=None if body.top_p >= 1.0 else body.top_p,
                             seed=body.seed if body.seed is not None else secrets.randbits(63),
-                            stop=stop)
+                            stop=stop, policy=body.policy)
         job = None
         if body.request_id is not None:  # an idempotency key: the same request, once
             job = scheduler.get(job_id) or await asyncio.to_thread(runtime.finished_job, job_id)

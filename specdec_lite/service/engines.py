@@ -2,7 +2,8 @@
 
 :class:`EngineFactory` holds the shipped models (loaded once; weights are read-only and
 every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` for each
-``(method, k)``; every sequence in it keeps its own temperature and top-p:
+``(method, k)``; every sequence in it keeps its own temperature, top-p and draft-length
+policy (``policy``: ``k`` is then where the policy starts, or its cap for ``auto``):
 
 - ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.batch.BatchEngine`
   (continuous batching, one target forward per step for the whole group). ``draft`` drafts
@@ -29,6 +30,7 @@ import numpy as np
 from ..batch import BatchEngine, Sampling
 from ..breaker import CircuitBreaker
 from ..decode import Step, step_counts
+from ..draft_length import policy_record
 from ..medusa import chain_tree
 from ..medusa_decode import MedusaRun, medusa_start, medusa_step
 from ..proposers import PromptLookup
@@ -53,16 +55,27 @@ class BatchStepEngine:
         return len(self.engine.active) + len(self.engine.waiting)
 
     def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
-            rng_state: dict | None) -> None:
-        sampling = dict(temperature=settings.temperature, top_p=settings.top_p)
+            rng_state: dict | None, steps: list | None = None) -> None:
+        sampling = Sampling.checked(temperature=settings.temperature, top_p=settings.top_p)
+        named = settings.policy != "fixed" and self.engine.k > 0
         if rng_state is None:
             self.engine.add(prompt, max_new_tokens=settings.max_new_tokens,
-                            seed=settings.seed, request_id=key,
-                            sampling=Sampling.checked(**sampling))
-        else:  # resumed from the journal: continue from its tokens and Generator state
-            self.engine.resume(dict(request_id=key, prompt=prompt.tolist(), tokens=tokens,
-                                    max_new_tokens=settings.max_new_tokens, eos_id=None,
-                                    rng_state=rng_state, sampling=sampling))
+                            seed=settings.seed, request_id=key, sampling=sampling,
+                            policy=settings.policy if named else None)
+            return
+        # resumed from the journal: continue from its tokens and Generator state, with the
+        # k its policy would have chosen after its steps (replayed from them)
+        record = dict(request_id=key, prompt=prompt.tolist(), tokens=tokens,
+                      max_new_tokens=settings.max_new_tokens, eos_id=None,
+                      rng_state=rng_state, sampling=dict(temperature=sampling.temperature,
+                                                         top_p=sampling.top_p),
+                      steps=[[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
+                             for s in steps or ()])
+        if named:
+            policy, min_confidence = self.engine.draft_length(prompt, sampling, None,
+                                                              settings.policy)
+            record.update(policy=policy_record(policy), min_confidence=min_confidence)
+        self.engine.resume(record)
 
     def remove(self, key: str) -> None:
         self.engine.cancel(key)
@@ -100,8 +113,8 @@ class MedusaStepEngine:
         return len(self.waiting) + len(self.active)
 
     def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
-            rng_state: dict | None) -> None:
-        self.waiting.append((key, prompt, len(tokens), settings))
+            rng_state: dict | None, steps: list | None = None) -> None:
+        self.waiting.append((key, prompt, len(tokens), settings))  # it replays from its seed
 
     def remove(self, key: str) -> None:
         self.waiting = deque(item for item in self.waiting if item[0] != key)

@@ -35,7 +35,7 @@ MAX_RESUMES = 3
 
 
 def _settings_dict(s: Settings) -> dict:
-    return dict(method=s.method, k=s.k, max_new_tokens=s.max_new_tokens,
+    return dict(method=s.method, k=s.k, policy=s.policy, max_new_tokens=s.max_new_tokens,
                 temperature=s.temperature, top_p=s.top_p, stop=[list(x) for x in s.stop])
 
 
@@ -209,14 +209,16 @@ def _job(entry: Entry, deadline_s: float) -> Job:
     s = entry.settings
     settings = Settings(method=s["method"], k=s["k"], max_new_tokens=s["max_new_tokens"],
                         temperature=s["temperature"], top_p=s["top_p"], seed=entry.seed,
-                        stop=tuple(tuple(x) for x in s.get("stop", ())))
+                        stop=tuple(tuple(x) for x in s.get("stop", ())),
+                        policy=s.get("policy", "fixed"))
     tokens = [int(t) for t in entry.tokens][: settings.max_new_tokens]
     cut = stop_cut(tokens, settings.stop)
     if cut is not None:  # the steps keep every token the last step emitted
         tokens = tokens[:cut]
     job = Job(id=entry.request_id, prompt=entry.prompt, settings=settings,
               deadline=time.monotonic() + deadline_s, tokens=tokens,
-              rng_state=entry.rng_state if entry.steps else None, stopped=cut is not None)
+              rng_state=entry.rng_state if entry.steps else None, stopped=cut is not None,
+              steps=list(entry.steps))
     steps = entry.steps
     job.stats.update(
         n_target_calls=len(steps), n_draft_calls=entry.draft_calls,

@@ -53,6 +53,7 @@ class Settings:
     top_p: float | None
     seed: int
     stop: tuple[tuple[int, ...], ...] = ()  # token sequences that end the text (excluded)
+    policy: str = "fixed"  # how k is chosen at each step (draft_length.POLICIES)
 
 
 def stop_cut(tokens: list[int], stops: tuple[tuple[int, ...], ...], start: int = 0) -> int | None:
@@ -91,7 +92,7 @@ class StepEngine(Protocol):
     """A batch of sequences advanced together, one step at a time."""
 
     def add(self, key: str, prompt: np.ndarray, tokens: list[int], settings: Settings,
-            rng_state: dict | None) -> None: ...
+            rng_state: dict | None, steps: list | None = None) -> None: ...
 
     def remove(self, key: str) -> None: ...
 
@@ -109,7 +110,7 @@ def engine_key(s: Settings) -> tuple:
 def same_request(a: Settings, b: Settings, seeded: bool) -> bool:
     """Whether ``b`` asks for what ``a`` was run with: every setting equal, and the seed
     too when ``b``'s request named one (an unseeded request gets a random seed)."""
-    fields = ("method", "k", "max_new_tokens", "temperature", "top_p", "stop")
+    fields = ("method", "k", "policy", "max_new_tokens", "temperature", "top_p", "stop")
     return (all(getattr(a, f) == getattr(b, f) for f in fields)
             and (not seeded or a.seed == b.seed))
 
@@ -144,6 +145,7 @@ class Job:
         n_target_calls=0, n_draft_calls=0, n_head_calls=0, n_proposed=0, n_accepted=0,
         n_checked=0, n_fallbacks=0))
     rng_state: dict | None = None
+    steps: list = field(default_factory=list)  # a resumed job's steps (decode.Step) so far
     listeners: list[Callable[[Job, list[int]], None]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     submitted_at: float = field(default_factory=time.monotonic)
@@ -337,7 +339,8 @@ class Scheduler:
                     engine = self._engines[key] = self._make_engine(
                         s.method, s.k, s.temperature, s.top_p, self.max_batch)
                 try:
-                    engine.add(job.id, job.prompt, list(job.tokens), s, job.rng_state)
+                    engine.add(job.id, job.prompt, list(job.tokens), s, job.rng_state,
+                               job.steps)
                 except Exception as exc:  # a job the engine refuses fails alone
                     self._finish(job, f"{type(exc).__name__}: {exc}")
                     continue

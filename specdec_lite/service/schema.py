@@ -3,7 +3,9 @@
 ``POST /v1/completions`` takes the fields that clients of OpenAI-compatible servers send
 (``prompt``, ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stream``; ``model`` and
 ``n=1`` are accepted so such clients work unchanged) plus this project's own: ``method``
-(how tokens are drafted), ``k`` (draft length) and ``request_id`` (an idempotency key: a client
+(how tokens are drafted), ``k`` (draft length), ``policy`` (how the draft length is chosen
+at each step, as in ``speculative_generate``: ``fixed``, ``heuristic``, ``confidence`` or
+``auto``) and ``request_id`` (an idempotency key: a client
 that retries with the same id gets the same generation, finished, even across a server
 restart). Of OpenAI's other fields, ``stop`` (a string or up to four; the text ends before
 the first one, with ``finish_reason`` "stop"), ``user`` (accepted, never logged),
@@ -50,6 +52,7 @@ class CompletionRequest(BaseModel):
     stream: bool = False
     method: Literal["plain", "draft", "ngram", "lookup", "medusa"] = "draft"
     k: int = Field(default=4, ge=1, le=16)
+    policy: Literal["fixed", "heuristic", "confidence", "auto"] = "fixed"
     request_id: str | None = Field(default=None, min_length=1, max_length=64,
                                    pattern=r"^[A-Za-z0-9_.-]+$")
     model: str | None = Field(default=None, max_length=64)
@@ -77,6 +80,7 @@ class SpecStats(BaseModel):
 
     method: str
     k: int
+    policy: str
     alpha: float  # accepted / checked draft tokens
     tau: float  # emitted tokens per target call
     n_target_calls: int

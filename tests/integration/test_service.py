@@ -153,6 +153,12 @@ BAD_BODIES = [
     (dict(prompt=LONG_PROMPT, max_tokens=193, method="medusa", k=1, temperature=0),
      "max_tokens"),  # Medusa's greedy tree is 4 deep whatever k is
     (dict(prompt="a", method="medusa", k=5), "k"),  # the model has 4 heads
+    (dict(prompt="a", policy="fastest"), "policy"),
+    (dict(prompt="a", method="plain", policy="heuristic"), "policy"),
+    (dict(prompt="a", method="medusa", policy="auto"), "policy"),
+    (dict(prompt="a", method="lookup", policy="confidence"), "policy"),
+    (dict(prompt=LONG_PROMPT, max_tokens=190, k=4, policy="heuristic"),
+     "max_tokens"),  # the heuristic may grow k to 10: 60 + 190 + 11 > 256
 ]
 
 
@@ -282,6 +288,28 @@ def test_seeded_request_equals_the_library(server, models, method, temperature):
     assert first["choices"][0]["text"] == models.tokenizer.decode(gen.tokens)
     assert spec_of(first) == pytest.approx(expected_spec(gen))
     assert spec_of(again) == spec_of(first)
+
+
+POLICY_CASES = [("draft", "heuristic", 1.0), ("draft", "confidence", 1.0),
+                ("draft", "confidence", 0.0), ("ngram", "heuristic", 0.8),
+                ("lookup", "heuristic", 1.0), ("draft", "auto", 0.0)]
+
+
+@pytest.mark.parametrize("method, policy, temperature", POLICY_CASES)
+def test_draft_length_policies_equal_the_library(server, models, method, policy,
+                                                 temperature):
+    """A request's ``policy`` chooses its k at each step as ``speculative_generate`` does
+    (``auto`` prices k by timing this machine, so only its greedy text is fixed)."""
+    body = dict(prompt="    def __init__(self", max_tokens=48, temperature=temperature,
+                seed=99, method=method, k=3, policy=policy)
+    reply = post(server.url, body).json()
+    gen = reference(models, body)
+    assert reply["choices"][0]["text"] == models.tokenizer.decode(gen.tokens)
+    assert reply["spec"]["policy"] == policy
+    if policy != "auto":
+        assert spec_of(reply) == pytest.approx(expected_spec(gen))
+        ks = {len(s.proposed) for s in gen.steps[:-1]}
+        assert len(ks) > 1 or policy == "confidence", ks  # k moved: the test exercises it
 
 
 def test_top_p_and_seeds_matter(server, models):

@@ -36,15 +36,17 @@ from specdec_lite.service.launch import start_server  # noqa: E402
 
 N_REQUESTS = 24
 MAX_TOKENS = 120
-KINDS = [("draft", 1.0), ("ngram", 1.0), ("plain", 1.0), ("draft", 0.0), ("medusa", 0.0),
-         ("ngram", 0.7)]
+KINDS = [("draft", 1.0, "fixed"), ("ngram", 1.0, "heuristic"), ("plain", 1.0, "fixed"),
+         ("draft", 0.0, "fixed"), ("medusa", 0.0, "fixed"), ("ngram", 0.7, "fixed"),
+         ("draft", 1.0, "heuristic"), ("draft", 1.0, "confidence")]
 
 
 def _bodies() -> list[dict]:
     return [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=MAX_TOKENS, method=method,
                  temperature=t, k=3 + i % 2, seed=500 + i, request_id=f"crash-{i}",
-                 stream=i % 3 == 0)
-            for i, (method, t) in enumerate(KINDS[i % len(KINDS)] for i in range(N_REQUESTS))]
+                 stream=i % 3 == 0, policy=policy)
+            for i, (method, t, policy) in enumerate(KINDS[i % len(KINDS)]
+                                                    for i in range(N_REQUESTS))]
 
 
 def _send(url: str, body: dict, outcomes: dict) -> None:

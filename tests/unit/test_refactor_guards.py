@@ -170,7 +170,7 @@ class RecordingEngine:
     def __len__(self) -> int:
         return len(self.inner)
 
-    def add(self, key, prompt, tokens, settings, rng_state) -> None:
+    def add(self, key, prompt, tokens, settings, rng_state, steps=None) -> None:
         self.inner.add(key, prompt, tokens, settings, rng_state)
 
     def remove(self, key) -> None:

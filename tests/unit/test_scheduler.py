@@ -25,7 +25,7 @@ class SlowEngine:
     def __init__(self) -> None:
         self.jobs: dict[str, int] = {}  # key -> tokens still to emit
 
-    def add(self, key, prompt, tokens, settings, rng_state) -> None:
+    def add(self, key, prompt, tokens, settings, rng_state, steps=None) -> None:
         self.jobs[key] = settings.max_new_tokens - len(tokens)
 
     def remove(self, key) -> None:
