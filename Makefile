@@ -269,6 +269,24 @@ kernel-curves: venv
 bench-quick: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json
 
+# Draft sources and policies (bench --drafters) on both forwards of this machine:
+# results/drafters_$(TAG)_numpy.json and _numba.json (TAG names the machine; chapter 9 reads
+# the untagged AMD EPYC pair). drafters-readme renders the README's table from every pair.
+TAG ?= here
+DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.json \
+    I-np=results/drafters_xeon_numpy.json I-nb=results/drafters_xeon_numba.json
+
+.PHONY: bench-drafters drafters-readme
+
+bench-drafters: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --drafters --backend numpy \
+	    --json results/drafters_$(TAG)_numpy.json
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --drafters --backend numba \
+	    --json results/drafters_$(TAG)_numba.json
+
+drafters-readme: venv
+	$(BIN)/python scripts/drafters_readme.py README.md $(DRAFTER_RESULTS)
+
 bench-readme: venv
 	$(BIN)/python scripts/bench_readme.py results/bench.json README.md \
 	    results/bench_check.json results/bench_haswell.json results/kernel_curves.json
