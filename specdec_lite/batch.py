@@ -35,10 +35,11 @@ batched target call counts once for each sequence in it).
 Fault boundary: :meth:`BatchEngine.verify_batch` is the whole verification of a step (the
 target forward and the acceptance test). It reads nothing of the engine but its
 arguments, the target's batch cache and each sequence's Generator, and writes only
-those, so it can be wrapped (a time budget, a worker process) and, on failure, the step
-redone as plain target decoding: ``verify_batch`` on proposals with no draft tokens,
-after restoring the Generators from :meth:`SequenceState.to_dict` snapshots taken
-before the step.
+those, so it can be wrapped and, on failure, the step redone as plain target decoding:
+``verify_batch`` on proposals with no draft tokens, after restoring the Generators from
+their states before the step. With a ``verifier`` (:mod:`specdec_lite.batch_boundary`),
+the target forward runs behind it, for example in a worker process, within a time
+budget; a step it fails is redone plainly with the engine's own target.
 
 Restart: :meth:`BatchEngine.snapshot` gives each unfinished sequence as plain data
 (prompt, tokens so far, Generator state, trace) between steps;
@@ -56,11 +57,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batch_boundary import RowsRequest
 from .batch_kv import batch_rows
-from .checks import check_eos, check_int, check_prompt, check_window
+from .checks import check_eos, check_int, check_prompt, check_real, check_window
 from .decode import Generation, Step, ask_proposer, cut_at_eos, measured_costs
 from .distributions import Sampling, as_generator, sample
 from .draft_length import FixedK, named_policy
+from .faults import VerifierFault, fault_cause
 from .models import check_model
 from .proposers import ModelDraft, as_proposer
 from .sequence import SequenceState, state_from_dict
@@ -100,7 +103,8 @@ class BatchEngine:
                  spec_max_batch: int | None = None, fall_back: bool = False,
                  breaker: object | None = None,
                  inject_fault: Callable[[int], None] | None = None,
-                 **rule_params: float) -> None:
+                 verifier: object | None = None, verify_timeout: float | None = None,
+                 name: str = "engine", **rule_params: float) -> None:
         self.vocab = check_model(target, "target")
         # a proposer that is not a model (prompt lookup) is asked one sequence at a time
         is_model = draft is not None and callable(getattr(draft, "probs", None))
@@ -142,6 +146,15 @@ class BatchEngine:
         self.breaker = breaker
         self.inject_fault = inject_fault
         self.fallback_causes: dict[str, int] = {}
+        # The boundary: with a verifier (a faults.ProcessVerifier running
+        # batch_boundary.rows_step), the target rows of a step come from it, within
+        # verify_timeout seconds; a step it fails is decoded plainly with this process's
+        # own copy of the target. ``name`` keeps this engine's caches apart in the worker.
+        if verifier is not None and not callable(verifier):
+            raise TypeError(f"verifier must be callable, got {type(verifier).__name__}")
+        self.verifier, self.name = verifier, str(name)
+        self.verify_timeout = (None if verify_timeout is None
+                               else check_real(verify_timeout, "verify_timeout", positive=True))
 
     @property
     def idle(self) -> bool:
@@ -303,10 +316,11 @@ class BatchEngine:
                 self.breaker.record_failure()
             for p, state in zip(proposals, before, strict=True):
                 p.state.rng.bit_generator.state = state
-            self._count_fallback(type(exc).__name__ if not isinstance(exc, TimeoutError)
-                                 else "timeout")
+            self._count_fallback(fault_cause(exc) if isinstance(exc, VerifierFault)
+                                 else "timeout" if isinstance(exc, TimeoutError)
+                                 else type(exc).__name__)
             proposals = self._plain(proposals)
-            return proposals, self.verify_batch(proposals)
+            return proposals, self._verify(proposals, None)  # in this process
         if self.breaker is not None and drafted:
             self.breaker.record_success()
         return proposals, results
@@ -396,11 +410,26 @@ class BatchEngine:
         and draft tokens, then each sequence's acceptance test with its own Generator.
 
         Plain decoding (no draft) samples one token per sequence, as ``generate`` does.
-        This is the call a fault boundary wraps (see the module docstring).
+        This is the call a fault boundary wraps (see the module docstring); the target
+        call goes to the engine's ``verifier`` when it has one.
         """
+        return self._verify(proposals, self.verifier)
+
+    def _verify(self, proposals: list[Proposal], verifier: object | None
+                ) -> list[Verification]:
         contexts = [np.concatenate([p.state.context, p.drafted]) for p in proposals]
-        rows = self._target_rows.rows(contexts, [len(p.drafted) + 1 for p in proposals],
-                                      [p.state.sampling.temperature for p in proposals])
+        n_rows = [len(p.drafted) + 1 for p in proposals]
+        temperatures = [p.state.sampling.temperature for p in proposals]
+        if verifier is not None:
+            request = RowsRequest(self.name, self.max_batch,
+                                  tuple(p.state.request_id for p in proposals),
+                                  tuple(contexts), tuple(n_rows), tuple(temperatures))
+            rows = verifier(request, self.verify_timeout)
+            if len(rows) != len(proposals) or any(
+                    np.shape(r) != (n, self.vocab) for r, n in zip(rows, n_rows, strict=True)):
+                raise ValueError("the verifier's rows do not match the step's sequences")
+        else:
+            rows = self._target_rows.rows(contexts, n_rows, temperatures)
         out = []
         for p, row in zip(proposals, rows, strict=True):
             target_probs = p.state.sampling.warp(row)  # [k_b + 1, V]

@@ -181,6 +181,12 @@ def load_pretrained(weights_dir: str | Path = WEIGHTS_DIR, backend: str = "numpy
                       manifest=manifest)
 
 
+
+def shipped_target(backend: str = "numpy") -> TransformerModel:
+    """The shipped target alone, on ``backend``: a picklable factory for a worker process
+    (``ProcessVerifier(partial(shipped_target, "numba"), step=batch_boundary.rows_step)``)."""
+    return load_pretrained(backend=backend).target
+
 def load_eagle(target: TransformerModel, weights_dir: str | Path = WEIGHTS_DIR) -> EagleDraft:
     """The shipped EAGLE drafter (:mod:`specdec_lite.eagle`) as a proposer for ``target``,
     the shipped GPT target (``load_pretrained().target``) it was trained on.

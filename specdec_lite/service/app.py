@@ -13,7 +13,9 @@ Endpoints:
 - ``GET /metrics``: Prometheus text format.
 - ``GET /health`` (liveness): 200 while the engine thread runs, with ``"status": "ok"`` or
   ``"degraded"`` (the journal has writes it could not make yet, see
-  :mod:`.persist`), and ``"forward"``, the forward the engines run; 503 when the engine
+  :mod:`.persist`), ``"forward"``, the forward the engines run, and ``"verifier"``, where
+  their target forward runs (in process, or a worker process: its pid and restarts); 503
+  when the engine
   stopped. ``GET /ready`` (readiness): 200 only when
   the status is ``"ok"``, else 503, so a load balancer sends new work elsewhere meanwhile.
 
@@ -213,7 +215,8 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         status, why = scheduler.health()
         body = {"status": status, "waiting": waiting, "running": running,
                 "steps": scheduler.n_steps, "resumed": runtime.n_resumed,
-                "pruned": runtime.n_pruned, "forward": runtime.factory.forward}
+                "pruned": runtime.n_pruned, "forward": runtime.factory.forward,
+                "verifier": runtime.factory.verifier}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if runtime.deferred:

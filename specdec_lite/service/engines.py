@@ -24,17 +24,23 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from ..batch import BatchEngine, Sampling
+from ..batch_boundary import rows_step
 from ..breaker import CircuitBreaker
 from ..decode import Step, step_counts
 from ..draft_length import policy_record
+from ..faults import ProcessVerifier
 from ..medusa import chain_tree
 from ..medusa_decode import MedusaRun, medusa_start, medusa_step
+from ..pretrained import shipped_target
 from ..proposers import PromptLookup
 from .scheduler import Settings, StepUpdate
+
+VERIFIERS = ("inprocess", "process")
 
 
 def _update(steps: list[Step], new: np.ndarray, finished: bool, draft_calls: int,
@@ -176,7 +182,8 @@ class EngineFactory:
     def __init__(self, tokenizer, target, draft, ngram_draft, heads, *,
                  breaker: Callable[[], CircuitBreaker] | None = None,
                  inject_fault: Callable[[int], None] | None = None,
-                 spec_max_batch: int | None = None) -> None:
+                 spec_max_batch: int | None = None, verifier: str = "inprocess",
+                 verify_timeout: float | None = None) -> None:
         self.tokenizer, self.target, self.draft = tokenizer, target, draft
         # a batched engine decodes plainly while more sequences than this are active
         self.spec_max_batch = spec_max_batch
@@ -185,6 +192,13 @@ class EngineFactory:
         self.n_heads = int(heads.n_heads)
         self.new_breaker = breaker or (lambda: CircuitBreaker(3, cooldown_s=5.0))
         self.inject_fault = inject_fault
+        # where the batched engines' target forward runs: "inprocess", or "process" (one
+        # worker process shared by the engines, started with the first engine; a crash or
+        # a step over verify_timeout seconds there costs a plain step, see batch_boundary)
+        if verifier not in VERIFIERS:
+            raise ValueError(f"verifier must be one of {VERIFIERS}, got {verifier!r}")
+        self.verifier_kind, self.verify_timeout = verifier, verify_timeout
+        self._worker: ProcessVerifier | None = None
 
     @property
     def forward(self) -> str:
@@ -218,5 +232,29 @@ class EngineFactory:
         engine = BatchEngine(self.target, draft, k=k if draft is not None else 0,
                              temperature=temperature, top_p=top_p, max_batch=max_batch,
                              spec_max_batch=self.spec_max_batch, fall_back=True,
-                             breaker=self.new_breaker(), inject_fault=self.inject_fault)
+                             breaker=self.new_breaker(), inject_fault=self.inject_fault,
+                             verifier=self.worker(), verify_timeout=self.verify_timeout,
+                             name=f"{method}-{k}")
         return BatchStepEngine(engine)
+
+    def worker(self) -> ProcessVerifier | None:
+        """The worker process the batched engines' target forward runs in (started on
+        first use, on the engines' backend), or None when it runs in this process."""
+        if self.verifier_kind == "process" and self._worker is None:
+            self._worker = ProcessVerifier(partial(shipped_target, self.forward),
+                                           step=rows_step)
+        return self._worker
+
+    @property
+    def verifier(self) -> dict:
+        """Where the target forward runs, for ``/health``: the kind, and for a worker
+        process its pid and how often it was restarted."""
+        out = {"kind": self.verifier_kind}
+        if self._worker is not None:
+            out.update(pid=self._worker.pid, restarts=self._worker.restarts)
+        return out
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None

@@ -101,6 +101,7 @@ class Runtime:
     async def lifespan(self, app):
         self.prune()
         self.resume()
+        self.factory.worker()  # a worker-process verifier is ready before the first step
         self.scheduler.start()
         tasks = [asyncio.create_task(self._prune_hourly()),
                  asyncio.create_task(self._resume_rest())]
@@ -110,5 +111,6 @@ class Runtime:
             for task in tasks:
                 task.cancel()
             self.scheduler.stop()
+            self.factory.close()
             if self.journal is not None:
                 self.journal.close()

@@ -42,6 +42,7 @@ def _bounded(low: float, high: float, kind=int):
 
 def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
     from ..pretrained import BACKEND_CHOICES
+    from .engines import VERIFIERS
 
     p = _OneLineParser(prog=prog, description="Serve OpenAI-style completions with "
                        "speculative decoding of the shipped models (FastAPI + uvicorn).")
@@ -60,6 +61,13 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                    help="the GPTs' forward: numpy (the reference), numba (the compiled fast "
                    "extra) or auto, numba where installed (default); /health names it")
+    p.add_argument("--verifier", choices=VERIFIERS, default="inprocess",
+                   help="where the batched engines' target forward runs: in this process "
+                   "(default), or in a worker process whose crash or hang costs a plain "
+                   "step instead of the server; /health names it")
+    p.add_argument("--verify-timeout", type=_bounded(0.01, 3600.0, float), default=None,
+                   help="seconds a step's target forward may take before the step is "
+                   "decoded plainly (with --verifier process; default: no limit)")
     p.add_argument("--max-queue", type=_bounded(1, 100_000), default=64,
                    help="jobs held (running + waiting) before answering 429")
     p.add_argument("--deadline", type=_bounded(0.1, 3600.0, float), default=60.0,
@@ -150,7 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            docs=args.docs)
     try:
         factory = EngineFactory.shipped(args.backend,
-                                        spec_max_batch=args.spec_max_batch or None)
+                                        spec_max_batch=args.spec_max_batch or None,
+                                        verifier=args.verifier,
+                                        verify_timeout=args.verify_timeout)
         runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch, factory=factory,
                           max_queue=args.max_queue, deadline_s=args.deadline,
                           journal_sync=args.journal_sync,

@@ -694,3 +694,34 @@ def test_plain_method_steps_are_counted_as_plain_not_as_accepted_zeros():
     assert 'specdec_steps_total{kind="speculative"} 1.0' in text
     assert "specdec_accepted_tokens_count 1.0" in text  # only the speculative step
     assert "specdec_tokens_total 4.0" in text
+
+
+def test_worker_process_verifier_survives_its_worker_being_killed(tmp_path, models):
+    """``--verifier process``: the target forward of every batched step runs in a worker
+    process. Its outputs are the library's; killed with SIGKILL, it costs the step in
+    flight a plain (in-process) decode and is restarted, and the server goes on."""
+    import os
+    import signal
+
+    with start_server(data_dir=tmp_path / "data", log_path=tmp_path / "server.log",
+                      extra_args=("--verifier", "process", "--verify-timeout", "30")) as srv:
+        health = httpx.get(srv.url + "/health", timeout=10).json()
+        assert health["verifier"]["kind"] == "process" and health["verifier"]["restarts"] == 0
+        bodies = [dict(prompt="def __init__(self", max_tokens=40, temperature=t, seed=3,
+                       method="draft", k=3) for t in (0.0, 1.0)]
+        for body in bodies:
+            assert post(srv.url, body).json()["choices"][0]["text"] == reference_text(
+                models, body)
+        os.kill(health["verifier"]["pid"], signal.SIGKILL)
+        reply = post(srv.url, bodies[0]).json()  # greedy: a plain fallback step changes nothing
+        assert reply["choices"][0]["text"] == reference_text(models, bodies[0])
+        assert reply["spec"]["n_fallbacks"] >= 1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the restarted worker takes the next steps
+            health = httpx.get(srv.url + "/health", timeout=10).json()
+            if post(srv.url, bodies[1]).json()["spec"]["n_fallbacks"] == 0:
+                break
+            time.sleep(0.5)
+        assert health["status"] == "ok" and health["verifier"]["restarts"] >= 1
+        assert post(srv.url, bodies[1]).json()["choices"][0]["text"] == reference_text(
+            models, bodies[1])
