@@ -43,10 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import fast
 from .checks import check_int, check_tokens
 from .distributions import Sampling, sample
 from .functional import softmax32
-from .kernels import causal_bias, fold_gain, gelu, linear, normalize
+from .kernels import LN_EPS, causal_bias, fold_gain, gelu, linear, normalize
 from .proposers import Draft
 from .transformer import Block, TransformerModel
 
@@ -178,6 +179,7 @@ class EagleDraft:
             raise ValueError(f"weights have d_model={weights.d_model}, the target's features "
                              f"have d_model={target.config.d_model}")
         self.target, self.weights = target, weights
+        self._compiled = None  # the layer compiled, made when the target runs numba
         self.vocab_size = target.vocab_size
         self.max_len = target.config.max_len
         self._local = threading.local()  # each thread's drafter cache
@@ -189,6 +191,20 @@ class EagleDraft:
         if state is None:
             state = self._local.state = EagleState(self.weights, self.max_len)
         return state
+
+    def layer(self, features: np.ndarray, embeddings: np.ndarray, kv: np.ndarray,
+              start: int) -> np.ndarray:  # [n, d], [n, d] -> [n, d]
+        """:func:`eagle_forward` on the target's backend: with the compiled (numba) one,
+        the input map and the block run as one compiled call (:class:`fast.CompiledBlock`,
+        the GPT's own kernels), equal to numpy's to float32 rounding."""
+        if getattr(self.target, "backend", "numpy") != "numba":
+            return eagle_forward(self.weights, features, embeddings, kv, start)
+        if self._compiled is None:
+            w = self.weights
+            self._compiled = fast.CompiledBlock(w.in_w, w.in_b, w.block, w.n_head, LN_EPS)
+        n = len(features)
+        bias = causal_bias(n) if n > 1 else np.zeros((1, 1), dtype=np.float32)  # [n, n]
+        return self._compiled(np.concatenate([features, embeddings], axis=1), kv, start, bias)
 
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:  # [n] -> [n, d]
         """The target's input embedding of ``tokens`` at ``positions``."""
@@ -208,8 +224,8 @@ class EagleDraft:
         m = min(state.reusable(context), n - 2)  # keep >= 1 entry to run: it gives q_1
         features = self.target.hidden(context[: n - 1], start=m)  # [n-1-m, d] f_m..f_{n-2}
         positions = np.arange(m + 1, n)  # [n-1-m] where t_{m+1}..t_{n-1} sit
-        predicted = eagle_forward(self.weights, features, self.embed(context[m + 1 :], positions),
-                                  state.kv, m)[-1]  # [d] f^_{n-1}
+        predicted = self.layer(features, self.embed(context[m + 1 :], positions),
+                               state.kv, m)[-1]  # [d] f^_{n-1}
         state.tokens[:n] = context
         state.length = n - 1
         tokens = np.zeros(k, dtype=np.int64)  # [k]
@@ -221,9 +237,9 @@ class EagleDraft:
             tokens[i] = int(q[i].argmax()) if sampling.greedy else sample(q[i], rng)
             if i + 1 < k:  # entry n-1+i reads its own prediction and token x_{i+1}
                 position = np.array([n + i])
-                predicted = eagle_forward(self.weights, predicted[None],
-                                          self.embed(tokens[i : i + 1], position),
-                                          state.kv, n - 1 + i)[0]
+                predicted = self.layer(predicted[None],
+                                       self.embed(tokens[i : i + 1], position),
+                                       state.kv, n - 1 + i)[0]
         return Draft(tokens, q, k)
 
 

@@ -339,6 +339,65 @@ def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights
     linear_rows(hidden, unembed, unembed_t, no_bias, logits, paths)
 
 
+@_kernel
+def block_forward(inp, in_w, in_t, in_b, kv, start, bias, n_head, eps, paths, weights,
+                  weights_t, out):
+    """One pre-LN block over one sequence's n new entries, after an input map: ``out``
+    [n, d] = block(``inp`` [n, i] @ ``in_w`` [i, d] + ``in_b``), the keys and values going
+    to ``kv`` [2, 1, H, capacity, d_head] at ``start``, ``bias`` [n, >= n] as in
+    :func:`attend`. ``weights`` are one :class:`~specdec_lite.transformer.Block`
+    (LayerNorm gains folded in), ``weights_t`` its four matrices transposed. The EAGLE
+    drafter's layer (:mod:`specdec_lite.eagle`), in the arithmetic of :func:`gpt_forward`."""
+    qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
+    qkv_t, proj_t, fc_t, mlp_t = weights_t
+    n, d = out.shape
+    normed = np.empty((n, d), dtype=np.float32)
+    qkv = np.empty((n, 3 * d), dtype=np.float32)
+    attended = np.empty((n, d), dtype=np.float32)
+    branch = np.empty((n, d), dtype=np.float32)
+    wide = np.empty((n, fc_w.shape[1]), dtype=np.float32)
+    linear_rows(inp, in_w, in_t, in_b, out, paths)
+    normalize_rows(out, eps, normed)
+    linear_rows(normed, qkv_w, qkv_t, qkv_b, qkv, paths)
+    attend(qkv, kv, 0, start, bias, n_head, attended)
+    linear_rows(attended, proj_w, proj_t, proj_b, branch, paths)
+    add_rows(out, branch)
+    normalize_rows(out, eps, normed)
+    linear_rows(normed, fc_w, fc_t, fc_b, wide, paths)
+    gelu_rows(wide)
+    linear_rows(wide, mlp_w, mlp_t, mlp_b, branch, paths)
+    add_rows(out, branch)
+
+
+class CompiledBlock:
+    """:func:`block_forward` with its weights (an input map ``in_w`` [i, d], ``in_b`` [d]
+    and a :class:`~specdec_lite.transformer.Block`) held as the kernel takes them."""
+
+    def __init__(self, in_w, in_b, block, n_head: int, eps: float) -> None:
+        if not available():
+            raise ImportError(f"the numba backend needs numba: {INSTALL_HINT}")
+        def own(w: np.ndarray) -> np.ndarray:  # a fresh, writable, contiguous float32 copy
+            return np.array(w, dtype=np.float32, order="C")
+
+        self.in_w, self.in_b = own(in_w), own(in_b)
+        self.in_t = own(self.in_w.T)
+        self.weights = tuple(own(w) for w in block)
+        self.weights_t = tuple(own(self.weights[i].T) for i in (0, 2, 4, 6))
+        self.n_head, self.eps = n_head, np.float32(eps)
+        self.paths = matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor())
+        compile_kernels()
+
+    def __call__(self, inp: np.ndarray, kv: np.ndarray, start: int,
+                 bias: np.ndarray) -> np.ndarray:
+        """The block's output [n, d] for ``inp`` [n, i]; ``kv`` [2, H, capacity, d_head]."""
+        out = np.empty((inp.shape[0], self.in_b.shape[0]), dtype=np.float32)
+        block_forward(np.ascontiguousarray(inp, dtype=np.float32), self.in_w, self.in_t,
+                      self.in_b, kv[:, None], np.int64(start),
+                      np.ascontiguousarray(bias, dtype=np.float32), self.n_head, self.eps,
+                      self.paths, self.weights, self.weights_t, out)
+        return out
+
+
 def matmul_paths(kernel: str | None,
                  vendor: str | None = "GenuineIntel") -> tuple[int, int, int]:
     """The (rowwise_max, own_max, small_mnk) of :func:`linear_rows` for the loaded BLAS

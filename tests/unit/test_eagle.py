@@ -187,6 +187,38 @@ def test_the_compiled_target_records_the_same_features(drafter) -> None:
     np.testing.assert_allclose(got.q, want.q, atol=1e-4)
 
 
+@pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+def test_the_compiled_layer_is_the_numpy_layer(drafter) -> None:
+    """On a numba target the drafter's layer runs compiled (the GPT's kernels): the same
+    predictions to float32 rounding, in one block or entry by entry, with the same keys
+    and values cached."""
+    compiled = EagleDraft(TransformerModel(CONFIG, random_params(CONFIG), backend="numba"),
+                          drafter.weights)
+    rng = np.random.default_rng(4)
+    d, d_head = CONFIG.d_model, CONFIG.d_model // N_HEAD
+    features, embeddings = rng.standard_normal((2, 7, d)).astype(np.float32)
+    caches = [np.zeros((2, N_HEAD, CONFIG.max_len, d_head), np.float32) for _ in range(2)]
+    for start, stop in ((0, 5), (5, 6), (6, 7)):  # a block, then single entries
+        want = eagle_forward(drafter.weights, features[start:stop], embeddings[start:stop],
+                             caches[0], start)
+        got = compiled.layer(features[start:stop], embeddings[start:stop], caches[1], start)
+        np.testing.assert_allclose(got, want, atol=1e-4)
+    np.testing.assert_allclose(caches[1], caches[0], atol=1e-4)
+    assert compiled._compiled is not None and drafter._compiled is None
+
+
+@pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+def test_the_compiled_shipped_drafter_is_greedy_identical() -> None:
+    shipped = load_pretrained(backend="numba")
+    prompt = shipped.tokenizer.encode("    def __init__(self")
+    eagle = load_eagle(shipped.target)
+    want = generate(shipped.target, prompt, max_new_tokens=40, temperature=0).tokens
+    got = speculative_generate(shipped.target, eagle, prompt, k=3, max_new_tokens=40,
+                               temperature=0)
+    np.testing.assert_array_equal(got.tokens, want)
+    assert eagle._compiled is not None and got.tau > 1.5
+
+
 # ---------------------------------------------------------------- bad input
 
 
