@@ -288,6 +288,29 @@ def _seconds_per_call(f: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def _clock_tick() -> float:
+    """The smallest step of ``time.perf_counter`` seen now: well under a microsecond
+    natively, about a millisecond in a browser, which rounds its clock."""
+    start = now = time.perf_counter()
+    while now == start:
+        now = time.perf_counter()
+    return now - start
+
+
+def _calls_for(f: Callable[[], object], min_seconds: float) -> int:
+    """How many calls of ``f`` take about ``min_seconds``, or 30 ticks of the clock if
+    that is longer (so that each of :func:`_least_disturbed`'s three loops spans ten):
+    doubled from one until a loop lasts a quarter of that. A call shorter than a tick is
+    then never timed as zero."""
+    min_seconds = max(min_seconds, 30 * _clock_tick())
+    calls = 1
+    while True:
+        seconds = _seconds_per_call(f, calls) * calls
+        if seconds >= min_seconds / 4 or calls >= 1 << 20:
+            return max(1, math.ceil(min_seconds * calls / max(seconds, 1e-9)))
+        calls *= 2
+
+
 def _least_disturbed(f: Callable[[], object], calls: int, loops: int = 3) -> float:
     """Seconds per call: the fastest of ``loops`` loops of ``calls // loops`` calls when
     there are that many (a loop another process interrupted is slower, never faster),
@@ -326,8 +349,7 @@ def measure_rows_cost(d_in: int, d_out: int, ns: Sequence[int] = tuple(range(1, 
         del w  # the packed copy is all the kernel reads
         calls_of = [lambda rows=x[:n]: stream_rows(rows, packed, backend) for n in ns]
     calls_of[0]()  # untimed: compiles the kernel, fills the caches
-    warm = [_seconds_per_call(f, 1) for f in calls_of]  # one call each, to size the loops
-    calls = [max(1, math.ceil(min_seconds / t)) for t in warm]
+    calls = [_calls_for(f, min_seconds) for f in calls_of]  # loops of about min_seconds
     seconds = np.empty((repeats, len(ns)))  # [repeats, N]
     for r in range(repeats):
         for j in rng.permutation(len(ns)):
@@ -349,7 +371,8 @@ def measure_peak_flops(size: int = 1024, repeats: int = 3, seed: int = 0) -> flo
     rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     a, b = (rng.random((size, size), dtype=np.float32) for _ in range(2))  # [size, size]
     a @ b  # warm-up
-    best = min(_seconds_per_call(lambda: a @ b, 1) for _ in range(repeats))
+    calls = _calls_for(lambda: a @ b, 1e-2)  # one product may be shorter than the clock's tick
+    best = min(_seconds_per_call(lambda: a @ b, calls) for _ in range(repeats))
     return layer_flops(size, size, size) / best
 
 

@@ -219,3 +219,21 @@ def test_machine_line_names_the_cpu_and_the_blas_kernel():
         return
     assert "kernel" in line and "numpy" in line and "cores" in line
     assert short.endswith(f"BLAS kernel {kernels.blas_kernel()}")
+
+
+def test_a_coarse_clock_never_times_a_call_as_zero(monkeypatch) -> None:
+    """A browser rounds the clock to about a millisecond: a call shorter than that must
+    still get a finite, positive time (the live chapter 6 divided by zero here)."""
+    import time as real_time
+
+    from specdec_lite import roofline
+
+    class CoarseClock:
+        @staticmethod
+        def perf_counter() -> float:
+            return round(real_time.perf_counter(), 3)  # 1 ms ticks
+
+    monkeypatch.setattr(roofline, "time", CoarseClock)
+    cost = roofline.measure_rows_cost(8, 8, ns=(1, 2), repeats=2, min_seconds=3e-3)
+    assert np.all(np.isfinite(cost.seconds)) and np.all(cost.seconds > 0)
+    assert 0 < roofline.measure_peak_flops(size=8, repeats=1) < np.inf
