@@ -271,7 +271,8 @@ bench-quick: venv
 
 # Draft sources and policies (bench --drafters) on both forwards of this machine:
 # results/drafters_$(TAG)_numpy.json and _numba.json (TAG names the machine; chapter 9 reads
-# the untagged AMD EPYC pair). drafters-readme renders the README's table from every pair.
+# the untagged AMD EPYC pair). drafters-readme renders the README's table from the files
+# DRAFTER_RESULTS lists (NAME=PATH, NAME up to 5 characters: a column heading).
 TAG ?= here
 DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.json \
     I-np=results/drafters_xeon_numpy.json I-nb=results/drafters_xeon_numba.json
