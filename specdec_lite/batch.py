@@ -193,7 +193,7 @@ class BatchEngine:
         return state.request_id
 
     def draft_length(self, prompt: np.ndarray, sampling: Sampling, k: object,
-                      policy: object) -> tuple[object, float | None]:
+                     policy: object) -> tuple[object, float | None]:
         """A request's draft-length policy and confidence stop, as ``speculative_generate``
         reads ``k`` and ``policy``; ``"auto"`` prices steps of this target and draft."""
         if k is None and policy in (None, "fixed"):
