@@ -278,6 +278,39 @@ def gelu_rows(x):  # in place, [n, 4d]
 
 
 @_kernel
+def layer_rows(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, weights_t,
+               normed, qkv, attended, branch, wide, leave_out):
+    """One pre-LN block over the rows of B sequences, in place on ``x`` [R, d]: ``kv``
+    [2, S, H, capacity, d_head] is this layer's caches, ``slots``, ``starts``,
+    ``offsets`` and ``bias`` as in :func:`gpt_forward`; ``weights`` one
+    :class:`~specdec_lite.transformer.Block` (LayerNorm gains folded in), ``weights_t`` its
+    four matrices transposed; ``normed`` .. ``wide`` scratch rows the caller owns.
+    ``leave_out`` skips parts for a profile (see :func:`gpt_forward`)."""
+    qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
+    qkv_t, proj_t, fc_t, mlp_t = weights_t
+    normalize_rows(x, eps, normed)
+    if not leave_out & 1:
+        linear_rows(normed, qkv_w, qkv_t, qkv_b, qkv, paths)
+    if not leave_out & 2:
+        for b in range(slots.shape[0]):
+            r0, r1 = offsets[b], offsets[b + 1]
+            if r1 > r0:
+                attend(qkv[r0:r1], kv, slots[b], starts[b], bias[r0:r1], n_head,
+                       attended[r0:r1])
+    if not leave_out & 4:
+        linear_rows(attended, proj_w, proj_t, proj_b, branch, paths)
+    add_rows(x, branch)
+    normalize_rows(x, eps, normed)
+    if not leave_out & 8:
+        linear_rows(normed, fc_w, fc_t, fc_b, wide, paths)
+    if not leave_out & 16:
+        gelu_rows(wide)
+    if not leave_out & 32:
+        linear_rows(wide, mlp_w, mlp_t, mlp_b, branch, paths)
+    add_rows(x, branch)
+
+
+@_kernel
 def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, weights_t,
                 logits, hidden, leave_out):
     """The whole GPT over the new tokens of B sequences, batch-first: ``x`` [R, d] holds
@@ -310,27 +343,11 @@ def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights
         branch[:] = 0.0
         wide[:] = 0.0
     for layer in range(qkv_w.shape[0]):
-        normalize_rows(x, eps, normed)
-        if not leave_out & 1:
-            linear_rows(normed, qkv_w[layer], qkv_t[layer], qkv_b[layer], qkv, paths)
-        if not leave_out & 2:
-            for b in range(slots.shape[0]):
-                r0, r1 = offsets[b], offsets[b + 1]
-                if r1 > r0:
-                    attend(qkv[r0:r1], kv[layer], slots[b], starts[b], bias[r0:r1], n_head,
-                           attended[r0:r1])
-        if not leave_out & 4:
-            linear_rows(attended, proj_w[layer], proj_t[layer], proj_b[layer], branch,
-                        paths)
-        add_rows(x, branch)
-        normalize_rows(x, eps, normed)
-        if not leave_out & 8:
-            linear_rows(normed, fc_w[layer], fc_t[layer], fc_b[layer], wide, paths)
-        if not leave_out & 16:
-            gelu_rows(wide)
-        if not leave_out & 32:
-            linear_rows(wide, mlp_w[layer], mlp_t[layer], mlp_b[layer], branch, paths)
-        add_rows(x, branch)
+        layer_rows(x, kv[layer], slots, starts, offsets, bias, n_head, eps, paths,
+                   (qkv_w[layer], qkv_b[layer], proj_w[layer], proj_b[layer], fc_w[layer],
+                    fc_b[layer], mlp_w[layer], mlp_b[layer]),
+                   (qkv_t[layer], proj_t[layer], fc_t[layer], mlp_t[layer]),
+                   normed, qkv, attended, branch, wide, leave_out)
     normalize_rows(x, eps, normed)
     for r in range(n):
         for i in range(d):
@@ -345,28 +362,17 @@ def block_forward(inp, in_w, in_t, in_b, kv, start, bias, n_head, eps, paths, we
     """One pre-LN block over one sequence's n new entries, after an input map: ``out``
     [n, d] = block(``inp`` [n, i] @ ``in_w`` [i, d] + ``in_b``), the keys and values going
     to ``kv`` [2, 1, H, capacity, d_head] at ``start``, ``bias`` [n, >= n] as in
-    :func:`attend`. ``weights`` are one :class:`~specdec_lite.transformer.Block`
-    (LayerNorm gains folded in), ``weights_t`` its four matrices transposed. The EAGLE
-    drafter's layer (:mod:`specdec_lite.eagle`), in the arithmetic of :func:`gpt_forward`."""
-    qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
-    qkv_t, proj_t, fc_t, mlp_t = weights_t
+    :func:`attend`; ``weights`` and ``weights_t`` as :func:`layer_rows` takes them. The
+    EAGLE drafter's layer (:mod:`specdec_lite.eagle`), in the arithmetic of
+    :func:`gpt_forward`."""
     n, d = out.shape
-    normed = np.empty((n, d), dtype=np.float32)
-    qkv = np.empty((n, 3 * d), dtype=np.float32)
-    attended = np.empty((n, d), dtype=np.float32)
-    branch = np.empty((n, d), dtype=np.float32)
-    wide = np.empty((n, fc_w.shape[1]), dtype=np.float32)
     linear_rows(inp, in_w, in_t, in_b, out, paths)
-    normalize_rows(out, eps, normed)
-    linear_rows(normed, qkv_w, qkv_t, qkv_b, qkv, paths)
-    attend(qkv, kv, 0, start, bias, n_head, attended)
-    linear_rows(attended, proj_w, proj_t, proj_b, branch, paths)
-    add_rows(out, branch)
-    normalize_rows(out, eps, normed)
-    linear_rows(normed, fc_w, fc_t, fc_b, wide, paths)
-    gelu_rows(wide)
-    linear_rows(wide, mlp_w, mlp_t, mlp_b, branch, paths)
-    add_rows(out, branch)
+    layer_rows(out, kv, np.zeros(1, dtype=np.int64), np.full(1, start, dtype=np.int64),
+               np.array([0, n], dtype=np.int64), bias, n_head, eps, paths, weights,
+               weights_t, np.empty((n, d), dtype=np.float32),
+               np.empty((n, 3 * d), dtype=np.float32), np.empty((n, d), dtype=np.float32),
+               np.empty((n, d), dtype=np.float32),
+               np.empty((n, weights[4].shape[1]), dtype=np.float32), 0)
 
 
 class CompiledBlock:
