@@ -18,6 +18,7 @@ from .checks import check_eos, check_int, check_prompt, check_real, check_tokens
 from .decode import Generation, Step
 from .distributions import Sampling
 from .draft_length import FixedK, policy_from_record, policy_record, replay_k
+from .faults import generator_from_state
 
 
 @dataclass
@@ -61,8 +62,12 @@ class SequenceState:
                 "policy": policy_record(self.policy), "k_now": self.k_now,
                 "min_confidence": self.min_confidence,
                 "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,
-                "steps": [[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
-                          for s in g.steps]}
+                "steps": step_records(g.steps)}
+
+
+def step_records(steps: list[Step]) -> list[list]:
+    """``steps`` as the record keeps them: [proposed, n_accepted, emitted, extra] each."""
+    return [[list(s.proposed), s.n_accepted, list(s.emitted), s.extra] for s in steps]
 
 
 def state_from_dict(snapshot: object, vocab: int, sampling: Sampling,
@@ -80,12 +85,7 @@ def state_from_dict(snapshot: object, vocab: int, sampling: Sampling,
     prompt = check_prompt(snapshot["prompt"], vocab)
     tokens = check_tokens(snapshot["tokens"], vocab, name="snapshot tokens")
     max_new_tokens = check_int(snapshot["max_new_tokens"], "max_new_tokens", len(tokens))
-    rng_state = snapshot["rng_state"]
-    bit_generator = getattr(np.random, str(rng_state.get("bit_generator")), None)
-    if bit_generator is None:
-        raise ValueError(f"snapshot rng_state names no numpy bit generator: {rng_state!r:.80}")
-    rng = np.random.Generator(bit_generator())
-    rng.bit_generator.state = rng_state
+    rng = generator_from_state(snapshot["rng_state"])
     gen = Generation(tokens=np.zeros(0, np.int64), prompt=prompt,
                      steps=[Step(tuple(p), n, tuple(e), x)
                             for p, n, e, x in snapshot.get("steps", [])],
@@ -108,4 +108,4 @@ def state_from_dict(snapshot: object, vocab: int, sampling: Sampling,
                          policy=policy, k_now=k_now, min_confidence=min_confidence)
 
 
-__all__ = ["SequenceState", "state_from_dict"]
+__all__ = ["SequenceState", "state_from_dict", "step_records"]

@@ -3,7 +3,7 @@
 :class:`EngineFactory` holds the shipped models (loaded once; weights are read-only and
 every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` for each
 ``(method, k)``; every sequence in it keeps its own temperature, top-p and draft-length
-policy (``policy``: ``k`` is then where the policy starts, or its cap for ``auto``):
+policy (``policy``, read with ``k`` as ``speculative_generate`` reads them):
 
 - ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.batch.BatchEngine`
   (continuous batching, one target forward per step for the whole group). ``draft`` drafts
@@ -38,6 +38,7 @@ from ..medusa import chain_tree
 from ..medusa_decode import MedusaRun, medusa_start, medusa_step
 from ..pretrained import shipped_target
 from ..proposers import PromptLookup
+from ..sequence import step_records
 from .scheduler import Settings, StepUpdate
 
 VERIFIERS = ("inprocess", "process")
@@ -75,8 +76,7 @@ class BatchStepEngine:
                       max_new_tokens=settings.max_new_tokens, eos_id=None,
                       rng_state=rng_state, sampling=dict(temperature=sampling.temperature,
                                                          top_p=sampling.top_p),
-                      steps=[[list(s.proposed), s.n_accepted, list(s.emitted), s.extra]
-                             for s in steps or ()])
+                      steps=step_records(steps or []))
         if named:
             policy, min_confidence = self.engine.draft_length(prompt, sampling, None,
                                                               settings.policy)
