@@ -346,7 +346,9 @@ class BatchEngine:
             else:
                 joining.append(state)
         contexts = [s.context for s in joining]
-        self._target_rows.add(contexts)
+        # behind a verifier the target's forwards run there: this process's copy reads a
+        # sequence only for a fallback step (then all of it, by prefix sync)
+        self._target_rows.add(contexts, prefill=self.verifier is None)
         if self._draft_rows is not None:
             self._draft_rows.add(contexts)
         self.active += joining

@@ -124,14 +124,16 @@ class GPTRows:
         self.model = model
         self.cache = BatchKVCache(model, slots)
 
-    def add(self, contexts: list[np.ndarray]) -> None:
-        """Take a slot for each new sequence and prefill it with its context."""
+    def add(self, contexts: list[np.ndarray], prefill: bool = True) -> None:
+        """Take a slot for each new sequence and prefill it with its context (with
+        ``prefill=False`` the slot starts empty: the first :meth:`rows` reads it all)."""
         if not contexts:
             return
         first = self.cache.n_active
         for _ in contexts:
             self.cache.add()
-        forward_batch(self.model, self.cache, first, contexts)
+        if prefill:
+            forward_batch(self.model, self.cache, first, contexts)
 
     def remove(self, slot: int) -> None:
         self.cache.remove(slot)
@@ -178,7 +180,7 @@ class ModelRows:
     def __init__(self, model: object, name: str) -> None:
         self.model, self.name = model, name
 
-    def add(self, contexts: list[np.ndarray]) -> None:
+    def add(self, contexts: list[np.ndarray], prefill: bool = True) -> None:
         pass  # no state per sequence
 
     def remove(self, slot: int) -> None:

@@ -64,6 +64,13 @@ def test_in_process_boundary_changes_nothing(shipped) -> None:
                       prompts)
         for i in plain:
             assert bounded[i].tokens.tolist() == plain[i].tokens.tolist(), (t, i)
+    # behind a verifier the engine's own copy of the target reads nothing without a fault
+    engine = BatchEngine(models.target, models.draft, k=3, max_batch=4, name="idle",
+                         verifier=InProcessVerifier(models.target, step=rows_step))
+    for i, p in enumerate(prompts[:3]):
+        engine.add(p, max_new_tokens=10, seed=i)
+    engine.step()
+    assert not engine._target_rows.cache.length.any()
 
 
 def test_a_killed_worker_costs_plain_steps_not_the_run(shipped) -> None:
