@@ -32,7 +32,7 @@ from .proposers import PromptLookup
 from .tokenizer import CharTokenizer
 from .verify import RULES
 
-DRAFTS = ("gpt", "ngram", "medusa", "eagle", "prompt-lookup", "none")
+DRAFTS = ("gpt", "ngram", "medusa", "eagle", "early-exit", "prompt-lookup", "none")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -145,8 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--draft", choices=DRAFTS, default="gpt",
                      help="what drafts: the distilled GPT (default), the corpus n-gram, "
                      "Medusa heads, the EAGLE drafter (one layer over the target's "
-                     "features), prompt lookup (copying from earlier in the text), or "
-                     "none (plain decoding)")
+                     "features), early exit (the target's first blocks and a trained exit "
+                     "head), prompt lookup (copying from earlier in the text), or none "
+                     "(plain decoding)")
+    gen.add_argument("--exit-layer", type=_integer, default=None,
+                     help="for --draft early-exit: how many of the target's blocks draft "
+                     "(default: the shipped manifest's best depth)")
     gen.add_argument("--policy", choices=POLICIES, default="fixed",
                      help="draft length: k every step (fixed, default), adapted after each "
                      "step (heuristic), cut short when the draft is unsure (confidence), or "
@@ -337,8 +341,10 @@ def _run_generate(args: argparse.Namespace) -> None:
     if args.ngram_demo and args.draft not in ("gpt", "none", "prompt-lookup"):
         raise ValueError(f"--draft {args.draft} needs the shipped GPT target (no --ngram-demo)")
     if args.policy != "fixed" and args.draft in ("none", "medusa"):
-        raise ValueError(f"--policy {args.policy} applies to --draft gpt, ngram, eagle or "
-                         f"prompt-lookup, not {args.draft}")
+        raise ValueError(f"--policy {args.policy} applies to --draft gpt, ngram, eagle, "
+                         f"early-exit or prompt-lookup, not {args.draft}")
+    if args.exit_layer is not None and args.draft != "early-exit":
+        raise ValueError(f"--exit-layer applies to --draft early-exit, not {args.draft}")
     start = time.perf_counter()
     if args.ngram_demo:
         tokenizer = CharTokenizer.ascii()
@@ -346,7 +352,7 @@ def _run_generate(args: argparse.Namespace) -> None:
         _, target, draft = fit_ngrams(args.target_order, args.draft_order)
         heads = None
     else:
-        from .pretrained import load_eagle, load_pretrained
+        from .pretrained import load_eagle, load_early_exit, load_pretrained
 
         shipped = load_pretrained()
         tokenizer, target, draft, heads = (shipped.tokenizer, shipped.target, shipped.draft,
@@ -355,6 +361,12 @@ def _run_generate(args: argparse.Namespace) -> None:
             draft = fit_ngrams()[2]
         elif args.draft == "eagle":
             draft = load_eagle(target)
+        elif args.draft == "early-exit":
+            try:
+                draft = load_early_exit(args.exit_layer)
+            except ValueError as err:
+                raise ValueError(f"--exit-layer: {err}") from err
+            args.exit_layer = draft.config.n_layer
     load_s = time.perf_counter() - start
     prompt = tokenizer.encode(args.prompt)
     common = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -377,6 +389,7 @@ def _run_generate(args: argparse.Namespace) -> None:
     models = "n-gram target (--ngram-demo)" if args.ngram_demo else "shipped GPT target"
     drafter = {"gpt": "n-gram draft" if args.ngram_demo else "distilled GPT draft",
                "ngram": "corpus n-gram draft", "medusa": "Medusa heads", "eagle": "EAGLE drafter",
+               "early-exit": f"early-exit draft (the target's first {args.exit_layer} blocks)",
                "prompt-lookup": "prompt lookup", "none": "no draft"}[args.draft]
     print(f"{models}, {drafter}, policy {args.policy}; rule={args.rule} k={args.k} "
           f"temperature={args.temperature:g} seed={args.seed}")

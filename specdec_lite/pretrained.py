@@ -1,8 +1,10 @@
 """The shipped models: a character GPT target, a distilled draft GPT and Medusa heads
-(:func:`load_pretrained`), and an EAGLE drafter for the target (:func:`load_eagle`).
+(:func:`load_pretrained`), an EAGLE drafter for the target (:func:`load_eagle`) and
+early-exit drafts made of the target's first blocks (:func:`load_early_exit`).
 
 The first three were trained by ``specdec_lite.train``, the drafter by
-``specdec_lite.train_eagle``, on the bundled standard-library corpus;
+``specdec_lite.train_eagle``, the exit heads by ``specdec_lite.train_early_exit``, on the
+bundled standard-library corpus;
 ``weights/manifest.json`` records each one's configuration, seed, steps, held-out loss
 or acceptance, and sha256, and loading checks every file against it.
 """
@@ -18,6 +20,7 @@ import numpy as np
 from . import fast
 from .checks import check_int
 from .eagle import EagleDraft, EagleWeights
+from .early_exit import early_exit_model
 from .medusa import MedusaHeads
 from .tokenizer import CharTokenizer
 from .transformer import BACKENDS, TransformerConfig, TransformerModel, load_npz
@@ -217,3 +220,31 @@ def load_eagle(target: TransformerModel, weights_dir: str | Path = WEIGHTS_DIR) 
     except ValueError as err:
         raise ValueError(f"models.eagle ({entry['file']}): {err}") from err
     return EagleDraft(target, weights)
+
+
+def load_early_exit(exit_layer: int | None = None, weights_dir: str | Path = WEIGHTS_DIR,
+                    backend: str = "numpy") -> TransformerModel:
+    """The shipped target's early-exit draft (:mod:`specdec_lite.early_exit`): its first
+    ``exit_layer`` blocks read out by the exit head trained for that depth, a draft model
+    for ``load_pretrained().target``. ``exit_layer=None`` takes the manifest's
+    ``default_exit_layer`` (the depth with the best predicted speedup on held-out text).
+
+    Both files are checked against their sha256, the target's arrays against its config,
+    the exit head's against its shapes; errors raise ``ValueError`` naming the field.
+    """
+    weights_dir = Path(weights_dir)
+    models = load_manifest(weights_dir).get("models", {})
+    if "early_exit" not in models or "target" not in models:
+        raise ValueError(f"{weights_dir / 'manifest.json'} lacks an entry for early_exit "
+                         "or target")
+    entry, target_entry = models["early_exit"], models["target"]
+    if entry.get("target_sha256") != target_entry["sha256"]:
+        raise ValueError("models.early_exit: its heads were trained on another target "
+                         "(target_sha256 differs from models.target.sha256)")
+    if exit_layer is None:
+        exit_layer = entry["default_exit_layer"]
+    config = read_config(target_entry.get("config"), "manifest models.target")
+    target_arrays = load_npz(weights_dir / target_entry["file"], target_entry["sha256"])
+    check_gpt_arrays(config, target_arrays, f"models.target ({target_entry['file']})")
+    heads = load_npz(weights_dir / entry["file"], entry["sha256"])
+    return early_exit_model(config, target_arrays, heads, exit_layer, backend)

@@ -161,6 +161,9 @@ class TransformerModel:
                  cache_capacity: int | None = None, backend: str = "numpy") -> None:
         """Build from float arrays named as in ``train.GPT.numpy_state`` (matrices [in, out]).
 
+        The output projection is tied to ``wte`` unless ``params`` holds an ``unembed``
+        [d, V] of its own (an early-exit draft's trained head: :mod:`specdec_lite.early_exit`).
+
         ``cache_capacity`` is the number of slots of each cache (default ``2 * max_len``:
         room for a full-length prefix plus tree nodes); positions stay below ``max_len``.
         The arrays are copied, and the copies made read-only: every sequence shares them.
@@ -171,7 +174,10 @@ class TransformerModel:
                                         "cache_capacity", 1)
         p = {name: np.array(value, dtype=np.float32) for name, value in params.items()}
         self.wte, self.wpe = p["wte"], p["wpe"]  # [V, d], [max_len, d]
-        self.unembed = np.ascontiguousarray(self.wte.T)  # [d, V]
+        self.unembed = np.ascontiguousarray(p.get("unembed", self.wte.T))  # [d, V]
+        if self.unembed.shape != (config.d_model, config.vocab_size):
+            raise ValueError(f"unembed must have shape {(config.d_model, config.vocab_size)}, "
+                             f"got {self.unembed.shape}")
         self.ln_f = (p["ln_f.g"], p["ln_f.b"])  # [d], [d]
         q_scale = np.ones(3 * config.d_model, dtype=np.float32)  # [3d]
         q_scale[: config.d_model] = 1.0 / np.sqrt(config.d_head)

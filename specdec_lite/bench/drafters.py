@@ -12,10 +12,10 @@ plain greedy decoding's (it must be 1).
 The methods (:data:`METHODS`): the distilled GPT draft at k = 3 (the main benchmark's
 best fixed k), with Hugging Face's adaptive k, with the k Theorem 3.8 picks from the
 running α and the measured c, with a confidence stop, and with the automatic policy
-(step costs timed on this machine, k = 0 allowed); the EAGLE drafter at k = 3 and with
-the automatic policy; prompt lookup at k = 4 and 8, adaptive and automatic. Each runs on
-two task categories (:func:`category_prompts`): completion of held-out code, and grounded
-prompts whose continuation copies text they contain.
+(step costs timed on this machine, k = 0 allowed); the EAGLE drafter and the early-exit
+draft, each at k = 3 and with the automatic policy; prompt lookup at k = 4 and 8, adaptive
+and automatic. Each runs on two task categories (:func:`category_prompts`): completion
+of held-out code, and grounded prompts whose continuation copies text they contain.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 from ..corpus import load_text
 from ..decode import Generation, generate, speculative_generate
 from ..draft_length import TheoryK
-from ..pretrained import load_eagle, load_pretrained
+from ..pretrained import load_eagle, load_early_exit, load_pretrained
 from ..proposers import PromptLookup
 from .config import choose_prompts, resolve_backend, schedule
 from .stats import bootstrap_ci
@@ -64,7 +64,8 @@ COPY_START = 12  # a grounded prompt ends with this many characters of its snipp
 @dataclass(frozen=True)
 class Method:
     """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft),
-    ``"eagle"`` (the EAGLE drafter) or ``"lookup"`` (prompt lookup); ``policy`` a name of
+    ``"eagle"`` (the EAGLE drafter), ``"early-exit"`` (the target's first blocks and the
+    shipped exit head) or ``"lookup"`` (prompt lookup); ``policy`` a name of
     :func:`specdec_lite.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
 
     label: str
@@ -82,6 +83,8 @@ METHODS = (
     Method("GPT draft, auto k", "gpt", "auto", 8),
     Method("EAGLE drafter, k = 3", "eagle", "fixed", 3),
     Method("EAGLE drafter, auto k", "eagle", "auto", 8),
+    Method("early exit, k = 3", "early-exit", "fixed", 3),
+    Method("early exit, auto k", "early-exit", "auto", 8),
     Method("prompt lookup, k = 4", "lookup", "fixed", 4),
     Method("prompt lookup, k = 8", "lookup", "fixed", 8),
     Method("prompt lookup, adaptive k", "lookup", "heuristic", 4),
@@ -109,9 +112,11 @@ def make_drafter(name: str, models: object) -> object:
         return models.draft
     if name == "eagle":
         return load_eagle(models.target)
+    if name == "early-exit":
+        return load_early_exit(backend=models.target.backend)
     if name == "lookup":
         return PromptLookup()
-    raise ValueError(f"drafter must be 'gpt', 'eagle' or 'lookup', got {name!r}")
+    raise ValueError(f"drafter must be 'gpt', 'eagle', 'early-exit' or 'lookup', got {name!r}")
 
 
 def decode_one(target: object, method: Method, drafters: dict, prompt: np.ndarray,
@@ -258,8 +263,12 @@ def short_label(method: str) -> str:
             .replace("EAGLE drafter", "EAGLE").replace("k = 6, confidence stop", "confidence"))
 
 
-def _speculative_labels() -> list[str]:
-    return [m.label for m in METHODS if m.drafter]
+def methods_in(results: dict[str, dict]) -> list[str]:
+    """The speculative methods with a row in any of several results (a name to a result,
+    as :func:`row_index` takes), in :data:`METHODS`' order: a result made before a method
+    was added lacks its rows."""
+    present = {key[2] for key in row_index(results)}
+    return [m.label for m in METHODS if m.drafter and m.label in present]
 
 
 def format_speedups(results: dict[str, dict]) -> str:
@@ -273,10 +282,11 @@ def format_speedups(results: dict[str, dict]) -> str:
         lines.append(f"{'T = ' + format(t, 'g'):18}"
                      + "".join(f"{cat:^{7 * len(names)}}" for cat in CATEGORIES))
         lines.append(f"{'':18}" + "".join(f" {name:<5} " for name in names) * len(CATEGORIES))
-        for method in _speculative_labels():
+        for method in methods_in(results):
             keys = [(name, cat, method, t) for cat in CATEGORIES for name in names]
             lines.append(f"{short_label(method):18}" + "".join(
-                f"{rows[key]['speedup']:6.2f}" + mark[ci_side(rows[key])] for key in keys))
+                f"{rows[key]['speedup']:6.2f}" + mark[ci_side(rows[key])] if key in rows
+                else f"{'-':>6} " for key in keys))
     return "\n".join(lines)
 
 
@@ -287,7 +297,7 @@ def format_counts(data: dict) -> str:
              f"{'':18}" + "    α     τ " * len(CATEGORIES)]
     for t in data["settings"]["temperatures"]:
         lines.append(f"T = {t:g}")
-        for method in _speculative_labels():
+        for method in methods_in({"": data}):
             cells = [rows["", cat, method, t] for cat in CATEGORIES]
             lines.append(f"{short_label(method):18}" + "".join(
                 f" {'-' if r['alpha'] is None else format(r['alpha'], '.2f'):>5} {r['tau']:5.2f}"
@@ -312,7 +322,8 @@ def format_rows(data: dict) -> str:
 
 
 SIDES = ("above", "contains", "below")  # the values of ci_side
-DRAFTER_NAMES = {"gpt": "GPT", "eagle": "EAGLE", "lookup": "lookup"}  # a Method's drafter, shown
+# a Method's drafter, as tables show it
+DRAFTER_NAMES = {"gpt": "GPT", "eagle": "EAGLE", "early-exit": "exit", "lookup": "lookup"}
 
 
 def side_counts(results: dict[str, dict]) -> dict[tuple[str, str, float, str], dict[str, int]]:
@@ -350,5 +361,6 @@ def format_sides(results: dict[str, dict]) -> str:
 __all__ = ["CATEGORIES", "DRAFTER_NAMES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "SIDES",
            "DrafterSettings", "Method", "category_prompts", "ci_side", "cis_overlap",
            "format_counts", "format_rows", "format_sides", "format_speedups", "measure",
+           "methods_in",
            "pool_counts", "read_json", "row_index", "short_label", "side_counts", "summarise",
            "write_json"]

@@ -212,7 +212,8 @@ def run_generate(argv: list[str], capsys) -> tuple[str, str]:
     [], ["--draft", "prompt-lookup"], ["--policy", "auto"], ["--policy", "heuristic"],
     ["--policy", "confidence"], ["--draft", "prompt-lookup", "--policy", "auto"],
     ["--draft", "ngram"], ["--draft", "medusa"], ["--draft", "eagle"],
-    ["--draft", "eagle", "--policy", "auto"], ["--draft", "none"]])
+    ["--draft", "eagle", "--policy", "auto"], ["--draft", "early-exit"],
+    ["--draft", "early-exit", "--exit-layer", "3", "--policy", "heuristic"], ["--draft", "none"]])
 def test_generate_greedy_prints_the_targets_greedy_text(extra, capsys) -> None:
     from specdec_lite import generate, load_pretrained
 
@@ -237,7 +238,9 @@ def test_generate_with_the_ngram_demo(capsys) -> None:
 @pytest.mark.parametrize("argv", [
     ["--k", "0"], ["--k", "often"], ["--draft", "eagle3"], ["--policy", "sometimes"],
     ["--max-new-tokens", "-1"], ["--draft-o", "3"], ["--dra", "gpt"],
-    ["--ngram-demo", "--draft", "medusa"], ["--draft", "none", "--policy", "auto"]])
+    ["--ngram-demo", "--draft", "medusa"], ["--draft", "none", "--policy", "auto"],
+    ["--exit-layer", "2"], ["--draft", "early-exit", "--exit-layer", "5"],
+    ["--draft", "early-exit", "--exit-layer", "0"]])
 def test_generate_bad_arguments_are_one_line(argv, capsys) -> None:
     assert exit_status(["generate", "--prompt", "x", *argv]) == 2
     err = capsys.readouterr().err

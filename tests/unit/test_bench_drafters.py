@@ -102,7 +102,9 @@ def test_format_speedups_prints_each_median_with_its_ci_mark():
     results = committed()
     rows = drafters.row_index(results)
     table = drafters.format_speedups(results).splitlines()
-    methods = [m.label for m in drafters.METHODS if m.drafter]
+    methods = drafters.methods_in(results)
+    assert methods == [m.label for m in drafters.METHODS if m.drafter
+                       and any(key[2] == m.label for key in rows)]
     temperatures = results["numpy"]["settings"]["temperatures"]
     assert len(table) == len(temperatures) * (2 + len(methods))
     mark = {"above": "+", "below": "-", "contains": " "}
@@ -116,6 +118,18 @@ def test_format_speedups_prints_each_median_with_its_ci_mark():
             for cell, key in zip(cells, keys, strict=True):
                 assert float(cell[:6]) == round(rows[key]["speedup"], 2)
                 assert cell[6] == mark[drafters.ci_side(rows[key])]
+
+
+def test_format_speedups_marks_a_method_one_result_lacks():
+    full = committed()["numba"]
+    part = {**full, "rows": [r for r in full["rows"] if r["method"] != "EAGLE drafter, auto k"]}
+    table = drafters.format_speedups({"full": full, "part": part}).splitlines()
+    line = next(x for x in table if x.startswith("EAGLE, auto k"))
+    cells = [line[18 + 7 * j: 25 + 7 * j] for j in range(4)]  # full, part per category
+    assert [c.strip() == "-" for c in cells] == [False, True, False, True]
+    assert drafters.methods_in({"part": part}) == [
+        m.label for m in drafters.METHODS if m.drafter and m.label != "EAGLE drafter, auto k"
+        and any(r["method"] == m.label for r in full["rows"])]
 
 
 def test_format_counts_prints_alpha_and_tau_of_one_result():
@@ -158,7 +172,8 @@ def test_format_sides_prints_each_count_under_its_category_and_drafter():
     results = committed()
     counts = drafters.side_counts(results)
     lines = drafters.format_sides(results).splitlines()
-    kinds = [d for d in dict.fromkeys(m.drafter for m in drafters.METHODS if m.drafter)]
+    kinds = [d for d in dict.fromkeys(m.drafter for m in drafters.METHODS if m.drafter)
+             if any(key[3] == d for key in counts)]
     assert lines[2].split() == [drafters.DRAFTER_NAMES[d] for d in kinds] * len(drafters.CATEGORIES)
     for t in results["numba"]["settings"]["temperatures"]:
         for b in results:
