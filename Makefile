@@ -275,7 +275,8 @@ bench-quick: venv
 # DRAFTER_RESULTS lists (NAME=PATH, NAME up to 5 characters: a column heading).
 TAG ?= here
 DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.json \
-    I-np=results/drafters_xeon_numpy.json I-nb=results/drafters_xeon_numba.json
+    I-np=results/drafters_xeon_numpy.json I-nb=results/drafters_xeon_numba.json \
+    I2-np=results/drafters_xeon2_numpy.json I2-nb=results/drafters_xeon2_numba.json
 
 .PHONY: bench-drafters drafters-readme
 

@@ -34,7 +34,7 @@ from .medusa import (
 )
 from .medusa_decode import medusa_generate
 from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
-from .pretrained import Pretrained, load_pretrained
+from .pretrained import Pretrained, load_early_exit, load_pretrained
 from .proposers import Draft, ModelDraft, PromptLookup
 from .resilient import resilient_generate
 from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
@@ -80,6 +80,7 @@ __all__ = [
     "fit_ngrams",
     "generate",
     "generate_batch",
+    "load_early_exit",
     "load_pretrained",
     "load_text",
     "make_tree",
