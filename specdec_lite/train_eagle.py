@@ -212,17 +212,27 @@ def train(args: argparse.Namespace) -> None:
 def decode_comparison(n_prompts: int = 8, prompt_chars: int = 64, new_tokens: int = 64,
                       k: int = 3, seeds: int = 4) -> dict:
     """Speculative decoding of the shipped target with the EAGLE drafter and with the
-    distilled draft GPT, on ``n_prompts`` held-out prompts (each the ``prompt_chars``
-    characters before an evenly spaced line start of the held-out text): tau at T = 0
-    (checked token for token against plain greedy decoding) and alpha at T = 1 over
-    ``seeds`` seeds, both with ``k`` drafts a step. numpy only, like any user of the
-    library."""
-    from specdec_lite.corpus import load_text
-    from specdec_lite.decode import generate, speculative_generate
+    distilled draft GPT on held-out prompts (:func:`heldout_decode`)."""
     from specdec_lite.pretrained import load_eagle, load_pretrained
 
     shipped = load_pretrained()
     drafters = {"eagle": load_eagle(shipped.target), "gpt_draft": shipped.draft}
+    return heldout_decode(drafters, n_prompts, prompt_chars, new_tokens, k, seeds)
+
+
+def heldout_decode(drafters: dict[str, object], n_prompts: int = 8, prompt_chars: int = 64,
+                   new_tokens: int = 64, k: int = 3, seeds: int = 4) -> dict:
+    """Speculative decoding of the shipped target with each of ``drafters`` (a name to a
+    proposer or draft model), on ``n_prompts`` held-out prompts (each the
+    ``prompt_chars`` characters before an evenly spaced line start of the held-out text):
+    tau at T = 0 (checked token for token against plain greedy decoding) and alpha at
+    T = 1 over ``seeds`` seeds, both with ``k`` drafts a step. numpy only, like any user
+    of the library. Returns the settings and, under each name, ``tau_T0`` and ``alpha_T1``."""
+    from specdec_lite.corpus import load_text
+    from specdec_lite.decode import generate, speculative_generate
+    from specdec_lite.pretrained import load_pretrained
+
+    shipped = load_pretrained()
     text = load_text("heldout")
     starts = [text.index("\n", i) + 1 for i in np.linspace(prompt_chars, len(text) // 2,
                                                            n_prompts).astype(int)]

@@ -44,7 +44,7 @@ from specdec_lite.train import (
     make_optimizer,
     random_windows,
 )
-from specdec_lite.train_eagle import load_target_npz
+from specdec_lite.train_eagle import heldout_decode, load_target_npz
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 LOG = Path("logs") / "early_exit_train.jsonl"
@@ -171,42 +171,21 @@ def heldout_windows(n: int) -> torch.Tensor:
 
 def decode_comparison(n_prompts: int = 8, prompt_chars: int = 64, new_tokens: int = 64,
                       k: int = 3, seeds: int = 4) -> dict:
-    """Speculative decoding of the shipped target with each depth's early-exit draft on
-    ``n_prompts`` held-out prompts: tau at T = 0 (checked against plain greedy decoding)
-    and alpha at T = 1 over ``seeds`` seeds, ``k`` drafts a step, numpy backend."""
-    from specdec_lite.corpus import load_text
-    from specdec_lite.decode import generate, speculative_generate
-    from specdec_lite.pretrained import load_early_exit, load_pretrained
+    """Speculative decoding of the shipped target with each depth's early-exit draft
+    (:func:`specdec_lite.train_eagle.heldout_decode`: tau at T = 0, checked against plain
+    greedy decoding, and alpha at T = 1), the predicted speedup at ``k`` with c = m / L,
+    and the depth that predicts best."""
+    from specdec_lite.pretrained import load_early_exit
 
-    shipped = load_pretrained()
-    text = load_text("heldout")
-    starts = [text.index("\n", i) + 1 for i in np.linspace(prompt_chars, len(text) // 2,
-                                                           n_prompts).astype(int)]
-    prompts = [shipped.tokenizer.encode(text[s - prompt_chars : s]) for s in starts]
-    n_layer = shipped.target.config.n_layer
-    result = {"k": k, "n_prompts": n_prompts, "prompt_chars": prompt_chars,
-              "new_tokens": new_tokens, "seeds_T1": seeds, "layers": {}}
-    for m in range(1, n_layer):
-        draft = load_early_exit(m)
-        emitted = calls = accepted = checked = 0
-        for prompt in prompts:
-            gen = speculative_generate(shipped.target, draft, prompt, k=k,
-                                       max_new_tokens=new_tokens, temperature=0)
-            plain = generate(shipped.target, prompt, max_new_tokens=new_tokens, temperature=0)
-            if not np.array_equal(gen.tokens, plain.tokens):
-                raise AssertionError(f"exit layer {m}: greedy speculative decoding differs")
-            emitted, calls = emitted + len(gen.tokens), calls + gen.n_target_calls
-            for seed in range(seeds):
-                gen = speculative_generate(shipped.target, draft, prompt, k=k,
-                                           max_new_tokens=new_tokens, temperature=1.0,
-                                           seed=seed)
-                accepted, checked = accepted + gen.n_accepted, checked + gen.n_checked
-        alpha = accepted / checked
-        result["layers"][str(m)] = {
-            "tau_T0": emitted / calls, "alpha_T1": alpha,
-            "predicted_speedup_T1": float(expected_speedup(alpha, k, m / n_layer))}
-    best = max(result["layers"], key=lambda m: result["layers"][m]["predicted_speedup_T1"])
-    result["default_exit_layer"] = int(best)
+    n_layer = load_manifest()["models"]["target"]["config"]["n_layer"]
+    depths = {str(m): load_early_exit(m) for m in range(1, n_layer)}
+    result = heldout_decode(depths, n_prompts, prompt_chars, new_tokens, k, seeds)
+    result["layers"] = {m: result.pop(m) for m in depths}
+    for m, row in result["layers"].items():
+        row["predicted_speedup_T1"] = float(expected_speedup(row["alpha_T1"], k,
+                                                             int(m) / n_layer))
+    layers = result["layers"]
+    result["default_exit_layer"] = int(max(layers, key=lambda m: layers[m]["predicted_speedup_T1"]))
     return result
 
 
