@@ -279,15 +279,20 @@ def test_bench_drafters_quick_writes_its_result(tmp_path, capsys) -> None:
     assert data["backend"] == "numpy" and "numpy forward" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_the_committed_drafters_results_are_whole_and_greedy_identical(backend) -> None:
+DRAFTER_RESULTS = sorted(RESULTS.glob("drafters_*.json"))
+
+
+@pytest.mark.parametrize("path", DRAFTER_RESULTS, ids=[p.stem for p in DRAFTER_RESULTS])
+def test_the_committed_drafters_results_are_whole_and_greedy_identical(path) -> None:
     from specdec_lite.bench import drafters
 
-    data = drafters.read_json(RESULTS / f"drafters_{backend}.json")
-    assert data["backend"] == backend and data["machine"]["cpu_model"]
+    data = drafters.read_json(path)
+    assert path.stem.endswith(data["backend"]) and data["machine"]["cpu_model"]
     cells = {(r["category"], r["method"], r["temperature"]) for r in data["rows"]}
-    assert cells == {(c, m.label, t) for c in data["settings"]["categories"]
-                     for m in drafters.METHODS for t in data["settings"]["temperatures"]}
+    methods = {m for _, m, _ in cells}  # a run made before a method was added lacks it
+    assert drafters.PLAIN in methods and methods <= {m.label for m in drafters.METHODS}
+    assert cells == {(c, m, t) for c in data["settings"]["categories"] for m in methods
+                     for t in data["settings"]["temperatures"]}
     for row in data["rows"]:  # every row recomputes from the runs the file carries
         method = next(m for m in drafters.METHODS if m.label == row["method"])
         again = drafters.summarise(data["runs"], method, row["temperature"], row["category"],
@@ -295,3 +300,11 @@ def test_the_committed_drafters_results_are_whole_and_greedy_identical(backend) 
         assert again == row
         if row["temperature"] == 0:
             assert row["matches_plain"] == 1.0, row  # greedy identity in every timed run
+
+
+def test_the_newest_committed_drafters_runs_have_every_method() -> None:
+    from specdec_lite.bench import drafters
+
+    newest = max(DRAFTER_RESULTS, key=lambda p: drafters.read_json(p)["timestamp"])
+    rows = drafters.read_json(newest)["rows"]
+    assert {r["method"] for r in rows} == {m.label for m in drafters.METHODS}
