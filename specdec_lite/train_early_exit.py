@@ -153,7 +153,9 @@ def train(args: argparse.Namespace) -> dict:
                 "seed": args.seed, "steps": step, "finished": step == args.steps,
                 "batch": args.batch, "peak_lr": args.lr, "wall_s": record["wall_s"],
                 "heldout_windows": args.eval_windows, "torch_version": torch.__version__,
-                "default_exit_layer": 1,
+                "default_exit_layer": best_depth(
+                    {m: metrics[m - 1]["alpha_T1"] for m in range(1, config.n_layer)},
+                    config.n_layer)[0],  # until the decode check replaces it
                 "heldout": {str(m): {"trained": metrics[m - 1], "untrained": untrained[m - 1]}
                             for m in range(1, config.n_layer)},
             }
@@ -169,6 +171,14 @@ def heldout_windows(n: int) -> torch.Tensor:
     return torch.cat(list(heldout_batches(encoded("heldout"), max_len, n)))[:, :-1]
 
 
+def best_depth(alphas: dict[int, float], n_layer: int, k: int = 3) -> tuple[int, dict]:
+    """The exit depth with the best predicted speedup at ``k`` (Theorem 3.8, flat
+    verification) when depth m has acceptance ``alphas[m]`` and a draft token costs m / L
+    of a target forward; also each depth's prediction."""
+    predicted = {m: float(expected_speedup(alpha, k, m / n_layer)) for m, alpha in alphas.items()}
+    return max(predicted, key=predicted.get), predicted
+
+
 def decode_comparison(n_prompts: int = 8, prompt_chars: int = 64, new_tokens: int = 64,
                       k: int = 3, seeds: int = 4) -> dict:
     """Speculative decoding of the shipped target with each depth's early-exit draft
@@ -181,11 +191,11 @@ def decode_comparison(n_prompts: int = 8, prompt_chars: int = 64, new_tokens: in
     depths = {str(m): load_early_exit(m) for m in range(1, n_layer)}
     result = heldout_decode(depths, n_prompts, prompt_chars, new_tokens, k, seeds)
     result["layers"] = {m: result.pop(m) for m in depths}
+    best, predicted = best_depth({int(m): row["alpha_T1"] for m, row in result["layers"].items()},
+                                 n_layer, k)
     for m, row in result["layers"].items():
-        row["predicted_speedup_T1"] = float(expected_speedup(row["alpha_T1"], k,
-                                                             int(m) / n_layer))
-    layers = result["layers"]
-    result["default_exit_layer"] = int(max(layers, key=lambda m: layers[m]["predicted_speedup_T1"]))
+        row["predicted_speedup_T1"] = predicted[int(m)]
+    result["default_exit_layer"] = best
     return result
 
 
@@ -206,12 +216,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m specdec_lite.train_early_exit",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--decay-steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--decay-steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--eval-every", type=int, default=200)
     parser.add_argument("--eval-windows", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--decode-only", action="store_true",
