@@ -70,7 +70,7 @@ test-book: venv
 	REQUIRE_BUILT_BOOK=1 $(BIN)/pytest -q $(BOOK_TESTS)
 
 # Optional: the torch extra in its own venv (.venv-train, CPU wheel), for retraining the
-# weights (python -m specdec_lite.train) and for the numpy-vs-torch forward test.
+# weights (python -m specdec_lite.training.train) and for the numpy-vs-torch forward test.
 TRAIN_STAMP := .venv-train/.installed
 
 $(TRAIN_STAMP): pyproject.toml

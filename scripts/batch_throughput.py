@@ -18,7 +18,7 @@ from pathlib import Path
 from specdec_lite.bench.batch import BatchSettings, format_batch, measure
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.bench.timing import machine_info, pin_blas_threads
-from specdec_lite.corpus import load_text
+from specdec_lite.models.corpus import load_text
 from specdec_lite.pretrained import BACKEND_CHOICES, load_pretrained, resolve_backend
 
 

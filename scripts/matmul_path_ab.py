@@ -5,7 +5,7 @@
 
 Run the two alternately, a few times each: every run decodes 6 held-out prompts, 3 times,
 plainly and with the draft GPT at k = 3 (greedy, 128 new tokens) on the compiled forward,
-and prints the median wall time of each and the median ratio. ``specdec_lite.fast``'s
+and prints the median wall time of each and the median ratio. ``specdec_lite.models.fast``'s
 ``SMALL_PATH_VENDORS`` comment quotes such a run.
 """
 
@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from specdec_lite import fast
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.bench.timing import machine_info, pin_blas_threads
+from specdec_lite.models import fast
 
 
 def main(mode: str) -> None:
@@ -27,7 +27,7 @@ def main(mode: str) -> None:
         vendor_rule = fast.matmul_paths
         fast.matmul_paths = lambda kernel, vendor=None: vendor_rule(kernel, "GenuineIntel")
     from specdec_lite import generate, load_pretrained, speculative_generate
-    from specdec_lite.corpus import load_text
+    from specdec_lite.models.corpus import load_text
 
     models = load_pretrained(backend="numba")
     prompts = [models.tokenizer.encode(t)

@@ -13,7 +13,7 @@ kernel whose instructions it lacks, so a kernel is printed only where /proc/cpui
 
 from pathlib import Path
 
-from specdec_lite.kernels import blas_kernel
+from specdec_lite.models.kernels import blas_kernel
 
 # kernel -> the CPU flags (as /proc/cpuinfo names them) its code needs.
 KERNEL_FLAGS = {

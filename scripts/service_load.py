@@ -22,7 +22,7 @@ from pathlib import Path
 
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.bench.timing import machine_info
-from specdec_lite.corpus import load_text
+from specdec_lite.models.corpus import load_text
 from specdec_lite.service.launch import start_server
 from specdec_lite.service.loadtest import make_requests, run_load
 

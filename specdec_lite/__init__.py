@@ -1,18 +1,35 @@
 """specdec_lite: speculative decoding in small, readable numpy.
 
 ``import specdec_lite`` needs numpy only. Plotting (``specdec_lite.plots``),
-widgets (``specdec_lite.widgets``), training (``specdec_lite.train``), metrics
-(``specdec_lite.telemetry``), the journal (``specdec_lite.journal``), the HTTP
-service (``specdec_lite.service``) and the transformers bridge (``specdec_lite.hf``)
+widgets (``specdec_lite.teaching.widgets``), training (``specdec_lite.training.train``), metrics
+(``specdec_lite.engine.telemetry``), the journal (``specdec_lite.engine.journal``), the HTTP
+service (``specdec_lite.service``) and the transformers bridge (``specdec_lite.hf.bridge``)
 are imported on their own, with their extras.
 """
 
-from .batch import BatchEngine
-from .batch_generate import generate_batch, speculative_generate_batch
-from .breaker import CircuitBreaker
-from .corpus import fit_ngrams, load_text
-from .decode import Generation, Step, generate, speculative_generate
-from .distributions import (
+from .drafting.draft_length import AdaptiveK, AutoK, FixedK, StepCosts, TheoryK
+from .drafting.eagle import EagleDraft
+from .drafting.medusa import (
+    MedusaHeads,
+    Tree,
+    chain_tree,
+    dense_tree,
+    make_tree,
+    sparse_tree,
+)
+from .drafting.proposers import Draft, ModelDraft, PromptLookup
+from .engine.batch import BatchEngine
+from .engine.batch_generate import generate_batch, speculative_generate_batch
+from .engine.breaker import CircuitBreaker
+from .engine.decode import Generation, Step, generate, speculative_generate
+from .engine.medusa_decode import medusa_generate
+from .engine.resilient import resilient_generate
+from .models.corpus import fit_ngrams, load_text
+from .models.ngram import FastModel, MarkovModel, Model, NGramModel, TableModel
+from .models.tokenizer import CharTokenizer
+from .models.transformer import TransformerConfig, TransformerModel
+from .pretrained import Pretrained, load_early_exit, load_pretrained
+from .rules.distributions import (
     apply_temperature,
     check_probs,
     entropy,
@@ -22,25 +39,13 @@ from .distributions import (
     top_p_filter,
     tv_distance,
 )
-from .draft_length import AdaptiveK, AutoK, FixedK, StepCosts, TheoryK
-from .eagle import EagleDraft
-from .medusa import (
-    MedusaHeads,
-    Tree,
-    chain_tree,
-    dense_tree,
-    make_tree,
-    sparse_tree,
+from .rules.theory import (
+    acceptance_probability,
+    expected_speedup,
+    expected_tokens_per_step,
+    optimal_k,
 )
-from .medusa_decode import medusa_generate
-from .models import FastModel, MarkovModel, Model, NGramModel, TableModel
-from .pretrained import Pretrained, load_early_exit, load_pretrained
-from .proposers import Draft, ModelDraft, PromptLookup
-from .resilient import resilient_generate
-from .theory import acceptance_probability, expected_speedup, expected_tokens_per_step, optimal_k
-from .tokenizer import CharTokenizer
-from .transformer import TransformerConfig, TransformerModel
-from .verify import RULES, Verification, residual, verify
+from .rules.verify import RULES, Verification, residual, verify
 
 __all__ = [
     "RULES",

@@ -120,7 +120,7 @@ def check_prompt(prompt: object, vocab_size: int) -> np.ndarray:
 
 def model_window(model: object, name: str) -> int | None:
     """The most tokens ``model`` can read in one call: its ``max_len`` attribute, else its
-    ``config.max_len`` (a :class:`specdec_lite.transformer.TransformerModel` has 256 for
+    ``config.max_len`` (a :class:`specdec_lite.models.transformer.TransformerModel` has 256 for
     the shipped GPT), else ``None`` for a model without a window (n-grams, tables).
     A window that is there but not an integer >= 1 raises, naming ``name.max_len``."""
     window = getattr(model, "max_len", None)

@@ -3,7 +3,7 @@
 ``generate`` continues a prompt with the shipped GPT target and prints the text, a line
 ``---`` and its statistics. ``--draft`` picks what drafts (the distilled GPT, the corpus
 n-gram, Medusa heads, prompt lookup, or none: plain decoding) and ``--policy`` how many
-tokens per step (:func:`specdec_lite.draft_length.named_policy`). ``--ngram-demo`` runs
+tokens per step (:func:`specdec_lite.drafting.draft_length.named_policy`). ``--ngram-demo`` runs
 n-gram models fitted on the bundled corpus instead (CPython standard-library source, see
 ``specdec_lite/data``).
 
@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .corpus import fit_ngrams
-from .decode import generate, speculative_generate
-from .draft_length import POLICIES
-from .medusa import chain_tree
-from .medusa_decode import medusa_generate
-from .proposers import PromptLookup
-from .tokenizer import CharTokenizer
-from .verify import RULES
+from .drafting.draft_length import POLICIES
+from .drafting.medusa import chain_tree
+from .drafting.proposers import PromptLookup
+from .engine.decode import generate, speculative_generate
+from .engine.medusa_decode import medusa_generate
+from .models.corpus import fit_ngrams
+from .models.tokenizer import CharTokenizer
+from .rules.verify import RULES
 
 DRAFTS = ("gpt", "ngram", "medusa", "eagle", "early-exit", "prompt-lookup", "none")
 

@@ -2,9 +2,9 @@
 (:func:`load_pretrained`), an EAGLE drafter for the target (:func:`load_eagle`) and
 early-exit drafts made of the target's first blocks (:func:`load_early_exit`).
 
-The first three were trained by ``specdec_lite.train``, the drafter by
-``specdec_lite.train_eagle``, the exit heads by ``specdec_lite.train_early_exit``, on the
-bundled standard-library corpus;
+The first three were trained by ``specdec_lite.training.train``, the drafter by
+``specdec_lite.training.train_eagle``, the exit heads by
+``specdec_lite.training.train_early_exit``, on the bundled standard-library corpus;
 ``weights/manifest.json`` records each one's configuration, seed, steps, held-out loss
 or acceptance, and sha256, and loading checks every file against it.
 """
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import fast
 from .checks import check_int
-from .eagle import EagleDraft, EagleWeights
-from .early_exit import early_exit_model
-from .medusa import MedusaHeads
-from .tokenizer import CharTokenizer
-from .transformer import BACKENDS, TransformerConfig, TransformerModel, load_npz
+from .drafting.eagle import EagleDraft, EagleWeights
+from .drafting.early_exit import early_exit_model
+from .drafting.medusa import MedusaHeads
+from .models import fast
+from .models.tokenizer import CharTokenizer
+from .models.transformer import BACKENDS, TransformerConfig, TransformerModel, load_npz
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 CONFIG_FIELDS = ("vocab_size", "n_layer", "n_head", "d_model", "max_len")
@@ -191,7 +191,7 @@ def shipped_target(backend: str = "numpy") -> TransformerModel:
     return load_pretrained(backend=backend).target
 
 def load_eagle(target: TransformerModel, weights_dir: str | Path = WEIGHTS_DIR) -> EagleDraft:
-    """The shipped EAGLE drafter (:mod:`specdec_lite.eagle`) as a proposer for ``target``,
+    """The shipped EAGLE drafter (:mod:`specdec_lite.drafting.eagle`) as a proposer for ``target``,
     the shipped GPT target (``load_pretrained().target``) it was trained on.
 
     The file is checked against its sha256 and its arrays against the manifest's config;
@@ -224,7 +224,7 @@ def load_eagle(target: TransformerModel, weights_dir: str | Path = WEIGHTS_DIR) 
 
 def load_early_exit(exit_layer: int | None = None, weights_dir: str | Path = WEIGHTS_DIR,
                     backend: str = "numpy") -> TransformerModel:
-    """The shipped target's early-exit draft (:mod:`specdec_lite.early_exit`): its first
+    """The shipped target's early-exit draft (:mod:`specdec_lite.drafting.early_exit`): its first
     ``exit_layer`` blocks read out by the exit head trained for that depth, a draft model
     for ``load_pretrained().target``. ``exit_layer=None`` takes the manifest's
     ``default_exit_layer`` (the depth with the best predicted speedup on held-out text).

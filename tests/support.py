@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec_lite.corpus import fit_ngrams
-from specdec_lite.decode import Generation, generate, speculative_generate
-from specdec_lite.exactness import chi2_isf, chi_square, sequence_law, small_pair
-from specdec_lite.medusa import MedusaHeads, chain_tree
-from specdec_lite.medusa_decode import medusa_generate
+from specdec_lite.drafting.medusa import MedusaHeads, chain_tree
+from specdec_lite.drafting.proposers import PromptLookup
+from specdec_lite.engine.decode import Generation, generate, speculative_generate
+from specdec_lite.engine.medusa_decode import medusa_generate
+from specdec_lite.models.corpus import fit_ngrams
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
 from specdec_lite.pretrained import load_pretrained, resolve_backend
-from specdec_lite.proposers import PromptLookup
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.teaching.exactness import chi2_isf, chi_square, sequence_law, small_pair
 
 # ---------------------------------------------------------------- paths
 
@@ -115,12 +115,12 @@ def random_heads(config: TransformerConfig, n_heads: int = 3, seed: int = 5) -> 
 
 # ---------------------------------------------------------------- statistics
 # The statistical tests' helpers, as the older tests call them; the work is done by
-# :mod:`specdec_lite.exactness`, which the newer tests import directly.
+# :mod:`specdec_lite.teaching.exactness`, which the newer tests import directly.
 
 
 def enumerate_sequences(model, prompt: list[int], length: int, temperature: float) -> dict:
     """P(x_1..x_length | prompt) under ``model`` at ``temperature``, for every sequence of
-    positive probability (see :func:`specdec_lite.exactness.sequence_law`)."""
+    positive probability (see :func:`specdec_lite.teaching.exactness.sequence_law`)."""
     return sequence_law(model, prompt, length, temperature)
 
 
@@ -155,7 +155,7 @@ def chi2_statistic(
     samples: list[tuple], expected: dict, min_expected: float = 5.0
 ) -> tuple[float, int]:
     """Pearson's chi-square of ``samples`` against ``expected`` and its degrees of freedom
-    (see :func:`specdec_lite.exactness.chi_square`); fails on any impossible sample."""
+    (see :func:`specdec_lite.teaching.exactness.chi_square`); fails on any impossible sample."""
     result = chi_square(samples, expected, min_expected)
     assert result.n_impossible == 0, f"sampled sequences with zero probability: {result}"
     return result.statistic, result.df
@@ -228,9 +228,9 @@ def alarm_after(seconds: int):
 #
 # :func:`reference` decodes a request body in-process with the library function the
 # service's engine for that ``method`` stands for (see ``specdec_lite/service/engines.py``):
-# ``plain`` is :func:`~specdec_lite.decode.generate`, ``draft``, ``ngram`` and ``lookup``
-# are :func:`~specdec_lite.decode.speculative_generate` with the distilled GPT, the corpus
-# 3-gram or prompt lookup as q, ``medusa`` is :func:`~specdec_lite.medusa.medusa_generate`
+# ``plain`` is :func:`~specdec_lite.engine.decode.generate`, ``draft``, ``ngram`` and ``lookup``
+# are :func:`~specdec_lite.engine.decode.speculative_generate` with the distilled GPT, the corpus
+# 3-gram or prompt lookup as q, ``medusa`` is :func:`~specdec_lite.drafting.medusa.medusa_generate`
 # (its default tree at T = 0, a chain of k heads with the exact rule otherwise). A seeded
 # request must give exactly these tokens and these statistics.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..theory import expected_tokens_per_step
+from ..rules.theory import expected_tokens_per_step
 from .config import Method
 from .stats import verify_ratio
 from .timing import blas_info  # noqa: F401  (chapter 6 asks analysis for it)

@@ -3,7 +3,7 @@
 Every batch size B decodes the same N = max(sizes) held-out prompts (the run's prompts,
 repeated when there are fewer), with the same seed per prompt, so the rows of different B
 differ only in how the work is batched: the N prompts are cut into consecutive batches of
-B, and each batch is decoded by one :class:`specdec_lite.batch.BatchEngine`, all its
+B, and each batch is decoded by one :class:`specdec_lite.engine.batch.BatchEngine`, all its
 sequences joining at the start, once plainly and once speculatively (the draft GPT, k
 tokens), in a seeded shuffled order so that drift hits both alike. Throughput is the new
 tokens of the N sequences over the wall time of their decoding (each batch's prompts are
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ..batch import BatchEngine
+from ..engine.batch import BatchEngine
 from ..pretrained import Pretrained
 from .stats import bootstrap_ci
 

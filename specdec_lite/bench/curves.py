@@ -5,7 +5,8 @@ each (kernel, backend) pair is measured in a fresh Python process: the default k
 (what this CPU gets) and ``Haswell`` (what AMD Zen and older Intel CPUs get), each with
 the numpy forward and, where the ``fast`` extra is installed, the compiled one. Every
 process times :func:`~specdec_lite.bench.timing.cost_curve` after the same held-out
-prefix and reports the kernel OpenBLAS says it loaded (:func:`specdec_lite.kernels.blas_kernel`),
+prefix and reports the kernel OpenBLAS says it loaded
+(:func:`specdec_lite.models.kernels.blas_kernel`),
 so a setting that did not take effect shows in the result.
 
 ``python -m specdec_lite.bench.curves --json results/kernel_curves.json`` writes::
@@ -29,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import fast, kernels
-from ..corpus import load_text
-from ..kernels import LN_EPS, causal_bias
+from ..models import fast, kernels
+from ..models.corpus import load_text
+from ..models.kernels import LN_EPS, causal_bias
+from ..models.transformer import TransformerModel
 from ..pretrained import load_pretrained
-from ..transformer import TransformerModel
 from .config import choose_prompts
 from .timing import cost_curve, machine_info, pin_blas_threads
 

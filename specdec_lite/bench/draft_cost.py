@@ -19,13 +19,13 @@ import time
 import numpy as np
 
 from ..checks import check_int, check_real
-from ..distributions import Sampling
-from ..proposers import Draft
+from ..drafting.proposers import Draft
+from ..rules.distributions import Sampling
 
 
 class TimedProposer:
     """``proposer`` (anything with ``propose``; wrap a draft model in
-    :class:`~specdec_lite.proposers.ModelDraft` first), timed: ``seconds`` spent in its
+    :class:`~specdec_lite.drafting.proposers.ModelDraft` first), timed: ``seconds`` spent in its
     ``propose`` calls and ``tokens`` they proposed, summed over every call since it was
     made."""
 

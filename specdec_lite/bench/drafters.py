@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..corpus import load_text
-from ..decode import Generation, generate, speculative_generate
-from ..draft_length import TheoryK
+from ..drafting.draft_length import TheoryK
+from ..drafting.proposers import PromptLookup
+from ..engine.decode import Generation, generate, speculative_generate
+from ..models.corpus import load_text
 from ..pretrained import load_eagle, load_early_exit, load_pretrained
-from ..proposers import PromptLookup
 from .config import choose_prompts, resolve_backend, schedule
 from .stats import bootstrap_ci
 from .timing import cost_curve, machine_info
@@ -66,7 +66,7 @@ class Method:
     """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft),
     ``"eagle"`` (the EAGLE drafter), ``"early-exit"`` (the target's first blocks and the
     shipped exit head) or ``"lookup"`` (prompt lookup); ``policy`` a name of
-    :func:`specdec_lite.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
+    :func:`specdec_lite.drafting.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
 
     label: str
     drafter: str | None = None

@@ -1,6 +1,6 @@
 """The transformers rows of the benchmark: our engine against HF's, on the same weights.
 
-The shipped target and draft are exported to GPT-2 format (:mod:`specdec_lite.hf_export`)
+The shipped target and draft are exported to GPT-2 format (:mod:`specdec_lite.hf.export`)
 into a temporary directory and loaded back with ``transformers``. Six methods then decode
 the same held-out prompts as the main benchmark (same ``Settings``: prompt length, new
 tokens, prompts, repeats, seed), greedily, interleaved in one seeded shuffled order
@@ -10,7 +10,7 @@ tokens, prompts, repeats, seed), greedily, interleaved in one seeded shuffled or
 * ``HF assisted k=K``: the same with ``assistant_model`` = the exported draft, K draft
   tokens per step (``num_assistant_tokens_schedule="constant"``);
 * ``ours AR / ours speculative k=K over HF``: :func:`specdec_lite.generate` and
-  :func:`specdec_lite.speculative_generate` over :class:`specdec_lite.hf.HFModel`;
+  :func:`specdec_lite.speculative_generate` over :class:`specdec_lite.hf.bridge.HFModel`;
 * ``ours AR / ours speculative k=K over numpy``: the same over the numpy GPTs.
 
 Greedy decoding makes every method emit the same tokens (checked: ``same_tokens``), so the
@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..corpus import load_text
-from ..decode import Generation, generate, speculative_generate
+from ..engine.decode import Generation, generate, speculative_generate
+from ..models.corpus import load_text
 from ..pretrained import load_pretrained
 from .config import QUICK, Settings, choose_prompts, schedule
 from .stats import bootstrap_ci
@@ -119,8 +119,8 @@ def run_hf(settings: Settings | None = None, k: int = K, *, progress: bool = Fal
     import torch
     import transformers
 
-    from ..hf import HFModel
-    from ..hf_export import export_pretrained
+    from ..hf.bridge import HFModel
+    from ..hf.export import export_pretrained
 
     s = (settings or Settings()).check()
     torch.set_num_threads(1)

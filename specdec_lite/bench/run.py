@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from ..corpus import load_text
-from ..decode import Generation, generate, speculative_generate
-from ..distributions import overlap
-from ..medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
-from ..medusa_decode import medusa_generate
-from ..models import NGramModel
+from ..drafting.medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
+from ..engine.decode import Generation, generate, speculative_generate
+from ..engine.medusa_decode import medusa_generate
+from ..models.corpus import load_text
+from ..models.ngram import NGramModel
 from ..pretrained import Pretrained, load_pretrained
+from ..rules.distributions import overlap
 from .batch import batch_settings
 from .batch import measure as measure_batch
 from .config import (

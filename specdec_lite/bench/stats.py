@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..theory import expected_speedup, expected_tokens_per_step, verify_ratio_at
+from ..rules.theory import expected_speedup, expected_tokens_per_step, verify_ratio_at
 from .config import Method
 from .schema import SCHEMA
 

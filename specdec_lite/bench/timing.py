@@ -44,11 +44,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import fast, kernels
-from ..medusa import MedusaHeads
-from ..models import NGramModel
+from ..drafting.medusa import MedusaHeads
+from ..models import fast, kernels
+from ..models.ngram import NGramModel
+from ..models.transformer import TransformerModel
 from ..pretrained import Pretrained
-from ..transformer import TransformerModel
 
 BLAS_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

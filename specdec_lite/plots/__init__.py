@@ -7,11 +7,11 @@ math they draw comes from the library below them:
 
 * :mod:`.common`: colours, style, axes and token-label helpers;
 * :mod:`.distributions`: chapter 1 (distributions, overlap, α and temperature);
-* :mod:`.acceptance`: chapter 2 (the rules' output laws, from :mod:`specdec_lite.verify`);
+* :mod:`.acceptance`: chapter 2 (the rules' output laws, from :mod:`specdec_lite.rules.verify`);
 * :mod:`.decode`: chapter 3 (traces, τ and acceptance against k and temperature);
 * :mod:`.medusa`: Medusa (trees, masks, heads, typical acceptance);
 * :mod:`.bench`: figures of a benchmark result, and ``write_figures``;
-* :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.theory`;
+* :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.rules.theory`;
 * :mod:`.roofline`: a layer's measured r(n) against the roofline (chapter 6).
 """
 

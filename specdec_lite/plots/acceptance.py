@@ -1,14 +1,15 @@
 """Chapter 2's figures: where the exact rule's output mass comes from, and how far the
 lossy rules' output drifts from the target. The laws drawn here are computed in
-:mod:`specdec_lite.verify` (``output_law``, ``threshold_tradeoff``, ``sample_first_tokens``)."""
+:mod:`specdec_lite.rules.verify` (``output_law``, ``threshold_tradeoff``,
+``sample_first_tokens``)."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..distributions import tv_distance
-from ..verify import output_law, residual, sample_first_tokens, threshold_tradeoff
+from ..rules.distributions import tv_distance
+from ..rules.verify import output_law, residual, sample_first_tokens, threshold_tradeoff
 from .common import COLORS, figure_axes
 
 #: Default θ grid for the threshold rule's TV(θ) curve.

@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..theory import speedup_curve, verify_ratio_at
+from ..rules.theory import speedup_curve, verify_ratio_at
 from .common import COLORS, figure_axes
 
 

@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch, Rectangle
 
-from ..decode import speculative_generate
-from ..theory import expected_tokens_per_step
+from ..engine.decode import speculative_generate
+from ..rules.theory import expected_tokens_per_step
 from .common import COLORS, figure_axes
 
 #: How whitespace is drawn in token traces, so that spaces and newlines stay visible.

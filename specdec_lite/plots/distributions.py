@@ -9,8 +9,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.patches import Rectangle
 
-from ..distributions import apply_temperature, check_probs, entropy, tv_distance
-from ..theory import alpha_temperature_grid
+from ..rules.distributions import apply_temperature, check_probs, entropy, tv_distance
+from ..rules.theory import alpha_temperature_grid
 from .common import COLORS, figure_axes, shown_ids, token_ticks
 
 

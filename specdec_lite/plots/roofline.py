@@ -1,6 +1,6 @@
 """The figure of chapter 6's roofline section: a layer's measured r(n) = T(n)/T(1) for each
 kernel, against the roofline bound and the line of a product that reads all its weights
-again for every row. The measurements and the bound come from :mod:`specdec_lite.roofline`."""
+again for every row. The measurements and the bound come from :mod:`specdec_lite.bench.roofline`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..roofline import RowsCost, roofline_ratio
+from ..bench.roofline import RowsCost, roofline_ratio
 from .common import COLORS
 
 

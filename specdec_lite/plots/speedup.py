@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..theory import expected_speedup, optimal_k, optimal_k_grid, speedup_curve
+from ..rules.theory import expected_speedup, optimal_k, optimal_k_grid, speedup_curve
 from .common import COLORS, figure_axes
 
 

@@ -1,7 +1,7 @@
 """A small speculative-decoding service: ``python -m specdec_lite serve``.
 
 FastAPI and uvicorn (the ``serve`` extra) in front of a continuously batched engine
-(:mod:`specdec_lite.batch`), with a bounded queue, per-request deadlines, Prometheus
+(:mod:`specdec_lite.engine.batch`), with a bounded queue, per-request deadlines, Prometheus
 metrics, JSON logs and a crash-safe SQLite journal. Modules: :mod:`.schema` (the API's
 bodies), :mod:`.scheduler` (queue and engine thread), :mod:`.engines` (the models and
 engines), :mod:`.persist` (journal), :mod:`.stats` (metrics), :mod:`.app` (HTTP),

@@ -57,7 +57,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from ..draft_length import HEURISTIC_K_MAX
+from ..drafting.draft_length import HEURISTIC_K_MAX
 from .scheduler import Job, QueueFull, Scheduler, Settings, same_request
 from .schema import CompletionRequest, CompletionResponse
 

@@ -5,14 +5,14 @@ every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` fo
 ``(method, k)``; every sequence in it keeps its own temperature, top-p and draft-length
 policy (``policy``, read with ``k`` as ``speculative_generate`` reads them):
 
-- ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.batch.BatchEngine`
+- ``plain``, ``draft`` and ``ngram`` run on :class:`specdec_lite.engine.batch.BatchEngine`
   (continuous batching, one target forward per step for the whole group). ``draft`` drafts
   with the distilled 1-layer GPT, ``ngram`` with the 3-gram model of the bundled corpus,
-  ``lookup`` by prompt lookup (:class:`specdec_lite.proposers.PromptLookup`: tokens copied
+  ``lookup`` by prompt lookup (:class:`specdec_lite.drafting.proposers.PromptLookup`: tokens copied
   from earlier in the prompt and output, no draft model).
   Verification failures fall back to plain decoding for that step (the output law stays
   exact), and a circuit breaker stops drafting after repeated failures.
-- ``medusa`` advances each request one step per turn (:mod:`specdec_lite.medusa_decode`),
+- ``medusa`` advances each request one step per turn (:mod:`specdec_lite.engine.medusa_decode`),
   each on its own KV cache and with its own temperature and top-p: one target forward per
   request and step (Medusa's tree forwards are not batched here), but no request waits
   for another to finish.
@@ -28,17 +28,17 @@ from functools import partial
 
 import numpy as np
 
-from ..batch import BatchEngine, Sampling
-from ..batch_boundary import rows_step
-from ..breaker import CircuitBreaker
-from ..decode import Step, step_counts
-from ..draft_length import policy_record
-from ..faults import ProcessVerifier
-from ..medusa import chain_tree
-from ..medusa_decode import MedusaRun, medusa_start, medusa_step
+from ..drafting.draft_length import policy_record
+from ..drafting.medusa import chain_tree
+from ..drafting.proposers import PromptLookup
+from ..engine.batch import BatchEngine, Sampling
+from ..engine.batch_boundary import rows_step
+from ..engine.breaker import CircuitBreaker
+from ..engine.decode import Step, step_counts
+from ..engine.faults import ProcessVerifier
+from ..engine.medusa_decode import MedusaRun, medusa_start, medusa_step
+from ..engine.sequence import step_records
 from ..pretrained import shipped_target
-from ..proposers import PromptLookup
-from ..sequence import step_records
 from .scheduler import Settings, StepUpdate
 
 VERIFIERS = ("inprocess", "process")
@@ -203,7 +203,7 @@ class EngineFactory:
     @property
     def forward(self) -> str:
         """The forward every engine runs: the GPTs' backend, ``"numpy"`` or ``"numba"``
-        (the batched engines call it through :func:`specdec_lite.batch_kv.forward_batch`,
+        (the batched engines call it through :func:`specdec_lite.models.batch_kv.forward_batch`,
         Medusa directly)."""
         return getattr(self.target, "backend", "numpy")
 
@@ -212,7 +212,7 @@ class EngineFactory:
         """The shipped GPT target, its distilled draft, Medusa heads and the corpus 3-gram,
         on ``backend`` (``"auto"``: the compiled forward where the ``fast`` extra is
         installed, see :func:`specdec_lite.pretrained.resolve_backend`)."""
-        from ..corpus import fit_ngrams
+        from ..models.corpus import fit_ngrams
         from ..pretrained import load_pretrained, resolve_backend
 
         start = time.perf_counter()

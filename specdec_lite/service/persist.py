@@ -1,5 +1,5 @@
 """The service's crash-safe record of requests: :class:`JobJournal` over
-:class:`specdec_lite.journal.Journal` (SQLite, write-ahead logging).
+:class:`specdec_lite.engine.journal.Journal` (SQLite, write-ahead logging).
 
 A request is written when it is accepted (before it waits for a slot), each of its steps
 with the Generator state after it when the step is done, and its end. After ``kill -9``
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..decode import step_counts
-from ..journal import Entry, Journal
+from ..engine.decode import step_counts
+from ..engine.journal import Entry, Journal
 from .scheduler import Job, Settings, StepUpdate, stop_cut
 
 #: How many times a server start resumes one request before setting it aside.

@@ -116,7 +116,7 @@ def configure_logging(level: str) -> None:
     per step and per request, with the request id)."""
     import logging
 
-    from ..telemetry import JsonLinesFormatter
+    from ..engine.telemetry import JsonLinesFormatter
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLinesFormatter())

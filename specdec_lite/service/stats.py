@@ -2,14 +2,14 @@
 
 The engine series (tokens, target and draft calls, accepted tokens per step, step latency,
 fallbacks and errors by cause, batch size) come from
-:class:`specdec_lite.telemetry.PrometheusSink`; this module adds what only a server has:
+:class:`specdec_lite.engine.telemetry.PrometheusSink`; this module adds what only a server has:
 requests by outcome (including 429 refusals), request latency, jobs waiting and running,
 and requests resumed from the journal. The speculative counts are also exported under
 vLLM's names (``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``,
 ``..._num_accepted_tokens`` and ``..._num_accepted_tokens_per_pos`` by draft position), so
 a dashboard built for vLLM reads this server too. Each server has its own registry. Structured logs
 (one JSON object per event, with the request id) go to the ``specdec_lite.service``
-logger through :class:`specdec_lite.telemetry.LogSink`.
+logger through :class:`specdec_lite.engine.telemetry.LogSink`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..telemetry import LogSink, PrometheusSink, Sinks, StepEvent, Summary
+from ..engine.telemetry import LogSink, PrometheusSink, Sinks, StepEvent, Summary
 from .scheduler import Job, StepUpdate
 
 OUTCOMES = ("finished", "failed", "deadline", "cancelled", "rejected")

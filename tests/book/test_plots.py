@@ -6,10 +6,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from specdec_lite import TableModel, chain_tree, generate, plots, speculative_generate, theory
-from specdec_lite.medusa import make_tree
-from specdec_lite.tokenizer import CharTokenizer
-from specdec_lite.verify import output_law
+from specdec_lite import TableModel, chain_tree, generate, plots, speculative_generate
+from specdec_lite.drafting.medusa import make_tree
+from specdec_lite.models.tokenizer import CharTokenizer
+from specdec_lite.rules import theory
+from specdec_lite.rules.verify import output_law
 
 P = np.array([0.43, 0.25, 0.14, 0.12, 0.06])  # target
 Q = np.array([0.20, 0.40, 0.30, 0.05, 0.05])  # draft

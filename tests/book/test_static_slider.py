@@ -1,4 +1,5 @@
-"""specdec_lite.static_slider: the markup of a precomputed slider, its frames, its checks."""
+"""specdec_lite.teaching.static_slider: the markup of a precomputed slider, its frames, its
+checks."""
 
 import base64
 import struct
@@ -13,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from specdec_lite import static_slider  # noqa: E402
-from specdec_lite.static_slider import precompute, render_figure  # noqa: E402
+from specdec_lite.teaching import static_slider  # noqa: E402
+from specdec_lite.teaching.static_slider import precompute, render_figure  # noqa: E402
 
 
 def bar(height: float) -> plt.Figure:
@@ -181,13 +182,13 @@ def test_render_figure_rejects_unknown_format():
 
 
 def test_importing_the_module_needs_numpy_only():
-    code = ("import sys, specdec_lite.static_slider; "
+    code = ("import sys, specdec_lite.teaching.static_slider; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported eagerly'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_book_wrappers_draw_one_frame_per_position():
-    widgets = pytest.importorskip("specdec_lite.widgets")
+    widgets = pytest.importorskip("specdec_lite.teaching.widgets")
     p = np.array([0.43, 0.25, 0.14, 0.12, 0.06])  # the toy of chapter 2
     q = np.array([0.20, 0.40, 0.30, 0.05, 0.05])
     drift = widgets.threshold_drift_static(p, q, n_samples=50, thetas=[1.0, 1.5, 3.0])

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from support import ROOT, serve  # noqa: E402
 
-from specdec_lite.static_slider import precompute  # noqa: E402
+from specdec_lite.teaching.static_slider import precompute  # noqa: E402
 
 SCRIPT = ROOT / "book" / "js" / "static_slider.js"
 CHROMIUM = Path("/usr/bin/chromium")

@@ -7,8 +7,8 @@ slowed down, printing the number of committed steps after each one.
 import sys
 import time
 
-from specdec_lite.example import gpt_pair, prompt_ids
-from specdec_lite.journal import Journal, journaled_generate
+from specdec_lite.engine.journal import Journal, journaled_generate
+from specdec_lite.teaching.example import gpt_pair, prompt_ids
 
 path, request_id, temperature, seed, max_new_tokens = sys.argv[1:6]
 tokenizer, target, draft = gpt_pair()

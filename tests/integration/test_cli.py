@@ -10,9 +10,10 @@ import sys
 import pytest
 from support import RESULTS
 
-from specdec_lite import bench, cli, fast
+from specdec_lite import bench, cli
 from specdec_lite.bench import QUICK, Settings
 from specdec_lite.bench.config import resolve_backend
+from specdec_lite.models import fast
 
 COMMITTED = RESULTS / "bench.json"
 # The committed run's settings on the command line (a full run with --simulate-width 16,

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from support import alarm_after
 
-from specdec_lite.decode import speculative_generate
-from specdec_lite.exactness import small_pair
-from specdec_lite.example import gpt_pair, prompt_ids
-from specdec_lite.journal import Journal, journaled_generate, resume
+from specdec_lite.engine.decode import speculative_generate
+from specdec_lite.engine.journal import Journal, journaled_generate, resume
+from specdec_lite.teaching.exactness import small_pair
+from specdec_lite.teaching.example import gpt_pair, prompt_ids
 
 CHILD = Path(__file__).with_name("journal_child.py")
 MAX_NEW = 150

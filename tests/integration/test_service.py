@@ -32,7 +32,7 @@ from support import (  # noqa: E402
     spec_of,
 )
 
-from specdec_lite.decode import generate  # noqa: E402
+from specdec_lite.engine.decode import generate  # noqa: E402
 from specdec_lite.pretrained import resolve_backend  # noqa: E402
 from specdec_lite.service.launch import start_server  # noqa: E402
 from specdec_lite.service.loadtest import make_requests, run_load  # noqa: E402
@@ -598,7 +598,7 @@ def test_requests_with_different_sampling_share_engine_steps(tmp_path, models):
 
 
 def test_batch_engine_forgets_a_cancelled_or_finished_id(models):
-    from specdec_lite.batch import BatchEngine
+    from specdec_lite.engine.batch import BatchEngine
 
     engine = BatchEngine(models.target, models.draft, k=3, temperature=0.0, max_batch=2)
     prompt = models.tokenizer.encode("x = ")
@@ -621,7 +621,7 @@ def drain(engine) -> dict[str, list]:
 
 
 def test_resumed_medusa_request_counts_only_new_steps(models):
-    from specdec_lite.medusa_decode import medusa_generate
+    from specdec_lite.engine.medusa_decode import medusa_generate
     from specdec_lite.service.engines import MedusaStepEngine
     from specdec_lite.service.scheduler import Settings
 
@@ -640,8 +640,8 @@ def test_resumed_medusa_request_counts_only_new_steps(models):
 
 
 def test_medusa_requests_advance_a_step_per_turn_with_their_own_settings(models):
-    from specdec_lite.medusa import chain_tree
-    from specdec_lite.medusa_decode import medusa_generate
+    from specdec_lite.drafting.medusa import chain_tree
+    from specdec_lite.engine.medusa_decode import medusa_generate
     from specdec_lite.service.engines import MedusaStepEngine
     from specdec_lite.service.scheduler import Settings
 

@@ -31,7 +31,7 @@ from support import (  # noqa: E402
     spec_of,
 )
 
-from specdec_lite.journal import Journal  # noqa: E402
+from specdec_lite.engine.journal import Journal  # noqa: E402
 from specdec_lite.service.launch import start_server  # noqa: E402
 
 N_REQUESTS = 24

@@ -48,7 +48,7 @@ pytest.importorskip("prometheus_client")
 
 from support import PROMPTS, load_models, metric, reference, reference_text, scrape  # noqa: E402
 
-from specdec_lite.journal import Journal  # noqa: E402
+from specdec_lite.engine.journal import Journal  # noqa: E402
 from specdec_lite.service.launch import start_server  # noqa: E402
 
 pytestmark = pytest.mark.server

@@ -17,9 +17,9 @@ import pytest
 from support import speculative_samples
 
 from specdec_lite import MarkovModel, speculative_generate
-from specdec_lite.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK
-from specdec_lite.exactness import ChiSquare, chi_square, sequence_law
-from specdec_lite.proposers import Draft, ModelDraft, PromptLookup
+from specdec_lite.drafting.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK
+from specdec_lite.drafting.proposers import Draft, ModelDraft, PromptLookup
+from specdec_lite.teaching.exactness import ChiSquare, chi_square, sequence_law
 
 V, LENGTH, N = 3, 5, 3000
 PROMPT = [0, 1, 2, 1, 0, 1]  # repeats, so prompt lookup finds matches from the start

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from support import random_params, speculative_samples
 
-from specdec_lite.eagle import EagleDraft, EagleWeights, eagle_shapes
-from specdec_lite.exactness import ChiSquare, chi_square, sequence_law
-from specdec_lite.proposers import Draft
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
+from specdec_lite.drafting.proposers import Draft
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
+from specdec_lite.teaching.exactness import ChiSquare, chi_square, sequence_law
 
 pytestmark = pytest.mark.statistical
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from support import random_params, speculative_samples
 
-from specdec_lite.early_exit import early_exit_model, head_shapes
-from specdec_lite.exactness import ChiSquare, chi_square, sequence_law
-from specdec_lite.models import model_rows
-from specdec_lite.proposers import Draft, ModelDraft
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.drafting.early_exit import early_exit_model, head_shapes
+from specdec_lite.drafting.proposers import Draft, ModelDraft
+from specdec_lite.models.ngram import model_rows
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
+from specdec_lite.teaching.exactness import ChiSquare, chi_square, sequence_law
 
 pytestmark = pytest.mark.statistical
 

@@ -1,4 +1,4 @@
-"""specdec_lite.exactness: the chi-square tail, the enumerated law, Pearson's test, and the
+"""specdec_lite.teaching.exactness: the chi-square tail, the enumerated law, Pearson's test, and the
 harness that runs a reader's own verify."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from specdec_lite import MarkovModel, speculative_generate
-from specdec_lite.exactness import (
+from specdec_lite.rules.verify import Verification, verify
+from specdec_lite.teaching.exactness import (
     ChiSquare,
     check_verify,
     chi2_isf,
@@ -22,7 +23,6 @@ from specdec_lite.exactness import (
     small_pair,
     speculative_loop,
 )
-from specdec_lite.verify import Verification, verify
 
 # ---------------------------------------------------------------- the chi-square tail
 

@@ -105,7 +105,7 @@ def test_lossy_rules_fail_the_same_test(rule, params):
 def test_rule_that_skips_the_residual_is_caught():
     """Sampling the correction from p instead of norm(max(0, p - q)) is a classic bug;
     the chi-square test must catch it. We patch the residual to return p."""
-    verify_module = importlib.import_module("specdec_lite.verify")
+    verify_module = importlib.import_module("specdec_lite.rules.verify")
     original = verify_module.residual
     verify_module.residual = lambda p, q: p
     try:

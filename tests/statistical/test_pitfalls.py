@@ -1,4 +1,4 @@
-"""specdec_lite.pitfalls: each wrong rule fails the whole-sequence test that the exact rule
+"""specdec_lite.teaching.pitfalls: each wrong rule fails the whole-sequence test that the exact rule
 passes, at the same seed and sample size.
 
 Thresholds: a pitfall must score a p-value below 1e-6 (or emit sequences the target
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from support import TINY, random_heads, target_model
 
-from specdec_lite.exactness import (
+from specdec_lite.rules.verify import verify
+from specdec_lite.teaching.exactness import (
     chi_square,
     draft_proposer,
     sample_continuations,
@@ -20,7 +21,7 @@ from specdec_lite.exactness import (
     small_pair,
     speculative_loop,
 )
-from specdec_lite.pitfalls import (
+from specdec_lite.teaching.pitfalls import (
     DRAFT_PITFALLS,
     chain_heads_generate,
     greedy_draft_generate,
@@ -31,7 +32,6 @@ from specdec_lite.pitfalls import (
     threshold_generate,
     threshold_verify,
 )
-from specdec_lite.verify import verify
 
 LENGTH, N, SEED = 4, 3000, 2024
 TARGET, DRAFT, PROMPT = small_pair()  # V = 3; the target forbids 0 -> 2 and 2 -> 1

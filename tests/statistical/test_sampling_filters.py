@@ -14,7 +14,8 @@ import pytest
 from support import TINY, random_heads, target_model
 
 from specdec_lite import MarkovModel, generate, medusa_generate, speculative_generate
-from specdec_lite.distributions import (
+from specdec_lite.drafting.medusa import chain_tree
+from specdec_lite.rules.distributions import (
     apply_temperature,
     check_top_k,
     check_top_p,
@@ -24,15 +25,14 @@ from specdec_lite.distributions import (
     truncate,
     warp,
 )
-from specdec_lite.exactness import (
+from specdec_lite.rules.verify import verify
+from specdec_lite.teaching.exactness import (
     chi_square,
     draft_proposer,
     sample_continuations,
     sequence_law,
     speculative_loop,
 )
-from specdec_lite.medusa import chain_tree
-from specdec_lite.verify import verify
 
 V, LENGTH, N, SEED = 4, 4, 2000, 5
 PROMPT = [0]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from support import chi2_critical, chi2_statistic
 
-from specdec_lite.distributions import entropy, tv_distance
-from specdec_lite.verify import (
+from specdec_lite.rules.distributions import entropy, tv_distance
+from specdec_lite.rules.verify import (
     accept_probs,
     output_law,
     sample_first_tokens,

@@ -7,20 +7,14 @@ import numpy as np
 import pytest
 from support import random_params
 
-from specdec_lite import (
-    MarkovModel,
-    NGramModel,
-    fast,
-    generate,
-    load_pretrained,
-    speculative_generate,
-)
-from specdec_lite.batch import BatchEngine
-from specdec_lite.batch_generate import generate_batch, speculative_generate_batch
-from specdec_lite.batch_kv import GPTRows, forward_batch
-from specdec_lite.corpus import load_text
-from specdec_lite.exactness import chi_square, sequence_law
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite import MarkovModel, NGramModel, generate, load_pretrained, speculative_generate
+from specdec_lite.engine.batch import BatchEngine
+from specdec_lite.engine.batch_generate import generate_batch, speculative_generate_batch
+from specdec_lite.models import fast
+from specdec_lite.models.batch_kv import GPTRows, forward_batch
+from specdec_lite.models.corpus import load_text
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
+from specdec_lite.teaching.exactness import chi_square, sequence_law
 
 needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
 

@@ -13,12 +13,12 @@ import pytest
 from support import alarm_after, hanging_small_target
 
 from specdec_lite import load_pretrained
-from specdec_lite.batch import BatchEngine
-from specdec_lite.batch_boundary import _CACHES, RowsRequest, rows_step
-from specdec_lite.corpus import load_text
-from specdec_lite.exactness import small_pair
-from specdec_lite.faults import InProcessVerifier, ProcessVerifier
+from specdec_lite.engine.batch import BatchEngine
+from specdec_lite.engine.batch_boundary import _CACHES, RowsRequest, rows_step
+from specdec_lite.engine.faults import InProcessVerifier, ProcessVerifier
+from specdec_lite.models.corpus import load_text
 from specdec_lite.pretrained import shipped_target
+from specdec_lite.teaching.exactness import small_pair
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,7 @@ import numpy as np
 import pytest
 
 from specdec_lite import NGramModel, load_pretrained, speculative_generate
-from specdec_lite.batch import BatchEngine
-from specdec_lite.corpus import load_text
-from specdec_lite.draft_length import (
+from specdec_lite.drafting.draft_length import (
     AdaptiveK,
     AutoK,
     FixedK,
@@ -19,7 +17,9 @@ from specdec_lite.draft_length import (
     policy_from_record,
     policy_record,
 )
-from specdec_lite.proposers import PromptLookup
+from specdec_lite.drafting.proposers import PromptLookup
+from specdec_lite.engine.batch import BatchEngine
+from specdec_lite.models.corpus import load_text
 
 COSTS = StepCosts((1.0, 1.25, 1.4, 1.55, 1.8))
 # (k, policy) of each request: named policies, policy objects, and the engine's default
@@ -144,7 +144,7 @@ def test_auto_prices_its_steps_once_and_may_decode_plainly(models) -> None:
 
 
 def test_generate_batch_takes_a_policy_name(models) -> None:
-    from specdec_lite.batch_generate import speculative_generate_batch
+    from specdec_lite.engine.batch_generate import speculative_generate_batch
 
     shipped, (target, draft), prompts = models
     out = speculative_generate_batch(target, draft, prompts[:3], k=2, max_new_tokens=30,

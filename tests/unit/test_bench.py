@@ -17,13 +17,13 @@ from support import RESULTS, random_params
 
 from specdec_lite import bench
 from specdec_lite.bench import Method, Settings
-from specdec_lite.corpus import load_text
-from specdec_lite.medusa import MedusaHeads
-from specdec_lite.models import NGramModel
+from specdec_lite.drafting.medusa import MedusaHeads
+from specdec_lite.models.corpus import load_text
+from specdec_lite.models.ngram import NGramModel
+from specdec_lite.models.tokenizer import CharTokenizer
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
 from specdec_lite.pretrained import Pretrained
-from specdec_lite.theory import expected_speedup
-from specdec_lite.tokenizer import CharTokenizer
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.rules.theory import expected_speedup
 
 # ---------------------------------------------------------------- pure helpers
 

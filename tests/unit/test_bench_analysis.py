@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from support import RESULTS, ROOT
 
-from specdec_lite import expected_tokens_per_step, fast
+from specdec_lite import expected_tokens_per_step
 from specdec_lite.bench import analysis
+from specdec_lite.models import fast
 
 BENCH = json.loads((RESULTS / "bench.json").read_text())
 MEASURED = [r for r in analysis.rows_of(BENCH) if r["method"] != "autoregressive"]

@@ -9,7 +9,7 @@ import pytest
 from support import RESULTS
 
 from specdec_lite.bench import drafters
-from specdec_lite.decode import Generation, Step
+from specdec_lite.engine.decode import Generation, Step
 
 
 def gen(steps: list[tuple[int, int]], draft_calls: int = 0) -> Generation:

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import specdec_lite
-from specdec_lite import checks, distributions
+from specdec_lite import checks
 from specdec_lite.functional import sigmoid, silu, softmax, softmax32
+from specdec_lite.rules import distributions
 
 PACKAGE = Path(specdec_lite.__file__).parent
 
@@ -106,5 +107,5 @@ def test_no_module_imports_another_modules_private_names(path: Path) -> None:
 
 
 def test_medusa_drives_the_cache_through_public_methods() -> None:
-    source = (PACKAGE / "medusa.py").read_text()
+    source = (PACKAGE / "drafting" / "medusa.py").read_text()
     assert ".cache" not in source

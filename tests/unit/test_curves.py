@@ -12,11 +12,11 @@ from support import CONFIG, RESULTS, random_params
 
 matplotlib.use("Agg")
 
-from specdec_lite import fast  # noqa: E402
 from specdec_lite.bench import curves, kernels_summary, read_json  # noqa: E402
-from specdec_lite.kernels import LN_EPS, causal_bias  # noqa: E402
+from specdec_lite.models import fast  # noqa: E402
+from specdec_lite.models.kernels import LN_EPS, causal_bias  # noqa: E402
+from specdec_lite.models.transformer import TransformerModel  # noqa: E402
 from specdec_lite.plots import plot_kernel_curves  # noqa: E402
-from specdec_lite.transformer import TransformerModel  # noqa: E402
 
 COMMITTED = RESULTS / "kernel_curves.json"
 

@@ -25,7 +25,7 @@ from specdec_lite import (
     speculative_generate,
     verify,
 )
-from specdec_lite.theory import acceptance_probability, expected_tokens_per_step
+from specdec_lite.rules.theory import acceptance_probability, expected_tokens_per_step
 
 RULE_CASES = [
     ("exact", {}),

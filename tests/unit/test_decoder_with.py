@@ -1,4 +1,4 @@
-"""exactness.decoder_with: the decode loop of :mod:`specdec_lite.exactness` with an
+"""exactness.decoder_with: the decode loop of :mod:`specdec_lite.teaching.exactness` with an
 acceptance rule plugged in, as chapter 2 runs non-prefix acceptance with top-k."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from specdec_lite import MarkovModel, speculative_generate
-from specdec_lite.exactness import decoder_with, sample_continuations
-from specdec_lite.pitfalls import nonprefix_verify
-from specdec_lite.verify import verify
+from specdec_lite.rules.verify import verify
+from specdec_lite.teaching.exactness import decoder_with, sample_continuations
+from specdec_lite.teaching.pitfalls import nonprefix_verify
 
 V = 8  # vocabulary of the Markov pair
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from specdec_lite.distributions import (
+from specdec_lite.rules.distributions import (
     apply_temperature,
     as_generator,
     check_probs,

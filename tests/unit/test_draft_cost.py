@@ -6,7 +6,7 @@ import pytest
 
 from specdec_lite import ModelDraft, PromptLookup, speculative_generate
 from specdec_lite.bench.draft_cost import TimedProposer, break_even_verification
-from specdec_lite.exactness import small_pair
+from specdec_lite.teaching.exactness import small_pair
 
 
 def test_a_timed_proposer_emits_the_same_tokens_and_counts_what_it_proposed():

@@ -10,9 +10,7 @@ import pytest
 from support import PROMPTS
 
 from specdec_lite import generate, load_pretrained, speculative_generate
-from specdec_lite.decode import Generation, Step
-from specdec_lite.distributions import Sampling
-from specdec_lite.draft_length import (
+from specdec_lite.drafting.draft_length import (
     AdaptiveK,
     AutoK,
     FixedK,
@@ -20,8 +18,10 @@ from specdec_lite.draft_length import (
     TheoryK,
     as_draft_length,
 )
-from specdec_lite.proposers import Draft, ModelDraft, PromptLookup, lookup
-from specdec_lite.theory import optimal_k
+from specdec_lite.drafting.proposers import Draft, ModelDraft, PromptLookup, lookup
+from specdec_lite.engine.decode import Generation, Step
+from specdec_lite.rules.distributions import Sampling
+from specdec_lite.rules.theory import optimal_k
 
 GREEDY = Sampling.checked(0.0)
 V = 96  # the shipped models' vocabulary (checked in the fixture)
@@ -295,7 +295,7 @@ def test_auto_k_rejects_bad_settings(make, error, name):
 
 
 def test_time_steps_prices_each_k_by_its_median(monkeypatch):
-    from specdec_lite import costs as costs_module
+    from specdec_lite.engine import costs as costs_module
 
     clock = [0.0]
     monkeypatch.setattr(costs_module.time, "perf_counter", lambda: clock[0])
@@ -320,7 +320,7 @@ def test_every_named_policy_is_greedy_identical(shipped, policy):
 
 
 def test_auto_with_lookup_is_greedy_identical_and_measures_once(shipped):
-    from specdec_lite import decode
+    from specdec_lite.engine import decode
 
     lookup_draft = PromptLookup()
     prompt = shipped.tokenizer.encode(PROMPTS[3])
@@ -361,8 +361,8 @@ def test_confidence_needs_a_draft_model(shipped):
 
 
 def test_best_rate_k_agrees_with_the_theory_module():
-    from specdec_lite.draft_length import best_rate_k
-    from specdec_lite.theory import expected_tokens_per_step
+    from specdec_lite.drafting.draft_length import best_rate_k
+    from specdec_lite.rules.theory import expected_tokens_per_step
 
     for alpha in np.linspace(0.0, 0.995, 60):
         for c in (0.0, 0.05, 0.1, 0.3, 1.0):
@@ -374,7 +374,7 @@ def test_best_rate_k_agrees_with_the_theory_module():
 
 
 def test_auto_costs_measures_once_per_drafter_class_and_feeds_auto_k(shipped):
-    from specdec_lite.decode import auto_costs
+    from specdec_lite.engine.decode import auto_costs
 
     prompt = shipped.tokenizer.encode(PROMPTS[2])
     costs = auto_costs(shipped.target, PromptLookup(), prompt, k=5, temperature=0)

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from support import CONFIG, random_params, tokens
 
-from specdec_lite import EagleDraft, fast
-from specdec_lite.decode import generate, speculative_generate
-from specdec_lite.distributions import Sampling
-from specdec_lite.eagle import EagleWeights, eagle_forward, eagle_shapes
+from specdec_lite import EagleDraft
+from specdec_lite.drafting.eagle import EagleWeights, eagle_forward, eagle_shapes
+from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.functional import softmax
+from specdec_lite.models import fast
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
 from specdec_lite.pretrained import WEIGHTS_DIR, load_eagle, load_manifest, load_pretrained
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.rules.distributions import Sampling
 
 N_HEAD = 2  # the random drafter's heads (CONFIG.d_model = 32)
 

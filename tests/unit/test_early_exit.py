@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from support import random_params
 
-from specdec_lite import fast
-from specdec_lite.batch_generate import speculative_generate_batch
-from specdec_lite.decode import generate, speculative_generate
-from specdec_lite.early_exit import early_exit_model, head_shapes
+from specdec_lite.drafting.early_exit import early_exit_model, head_shapes
+from specdec_lite.engine.batch_generate import speculative_generate_batch
+from specdec_lite.engine.decode import generate, speculative_generate
+from specdec_lite.models import fast
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel, load_npz
 from specdec_lite.pretrained import (
     WEIGHTS_DIR,
     load_early_exit,
     load_manifest,
     load_pretrained,
 )
-from specdec_lite.transformer import TransformerConfig, TransformerModel, load_npz
 
 CONFIG = TransformerConfig(vocab_size=7, n_layer=3, n_head=2, d_model=16, max_len=32)
 PARAMS = random_params(CONFIG, seed=1)

@@ -1,4 +1,4 @@
-"""The compiled backend (specdec_lite.fast) against the numpy reference: each kernel against
+"""The compiled backend (specdec_lite.models.fast) against the numpy reference: each kernel against
 float64 or numpy, the fused forward against the numpy forward on every matrix-product path,
 the shipped models decoding greedily token for token alike, pickling and threads.
 
@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from support import CONFIG, PARENTS, path_to, random_params, tokens, tree_mask
 
-from specdec_lite import fast, kernels
 from specdec_lite.bench.config import choose_prompts
-from specdec_lite.corpus import load_text
-from specdec_lite.decode import generate, speculative_generate
-from specdec_lite.medusa import dense_tree
-from specdec_lite.medusa_decode import medusa_generate
+from specdec_lite.drafting.medusa import dense_tree
+from specdec_lite.engine.decode import generate, speculative_generate
+from specdec_lite.engine.medusa_decode import medusa_generate
+from specdec_lite.models import fast, kernels
+from specdec_lite.models.corpus import load_text
+from specdec_lite.models.transformer import LN_EPS, Output, TransformerModel
 from specdec_lite.pretrained import load_pretrained
-from specdec_lite.transformer import LN_EPS, Output, TransformerModel
 
 needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
 
@@ -63,7 +63,7 @@ LINEAR_PATHS = [(1, 1, 0), (3, 1, 0), (1, 17, 0), (3, 16, 0), (17, 1, 0), (5, 9,
 
 def test_importing_the_library_does_not_import_numba() -> None:
     """numba takes about 0.3 s to import: only asking for the backend may load it."""
-    code = ("import sys, specdec_lite, specdec_lite.fast, specdec_lite.transformer; "
+    code = ("import sys, specdec_lite, specdec_lite.models.fast, specdec_lite.models.transformer; "
             "print('numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

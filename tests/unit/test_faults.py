@@ -20,13 +20,10 @@ from support import (
     small_target,
 )
 
-from specdec_lite import resilient
-from specdec_lite.breaker import CircuitBreaker
-from specdec_lite.decode import generate, speculative_generate
-from specdec_lite.distributions import as_generator, sample
-from specdec_lite.exactness import chi_square, sequence_law, small_pair
-from specdec_lite.example import gpt_pair
-from specdec_lite.faults import (
+from specdec_lite.engine import resilient
+from specdec_lite.engine.breaker import CircuitBreaker
+from specdec_lite.engine.decode import generate, speculative_generate
+from specdec_lite.engine.faults import (
     InProcessVerifier,
     ProcessVerifier,
     VerifierCrashed,
@@ -35,8 +32,11 @@ from specdec_lite.faults import (
     generator_from_state,
     generator_state,
 )
-from specdec_lite.resilient import resilient_generate
-from specdec_lite.verify import Verification
+from specdec_lite.engine.resilient import resilient_generate
+from specdec_lite.rules.distributions import as_generator, sample
+from specdec_lite.rules.verify import Verification
+from specdec_lite.teaching.exactness import chi_square, sequence_law, small_pair
+from specdec_lite.teaching.example import gpt_pair
 
 PROMPT = "    def __init__(self"
 
@@ -246,8 +246,8 @@ def test_worker_killed_during_a_call_is_seen_at_once():
 
 
 def _small_request(target):
-    from specdec_lite.faults import VerifyRequest
-    from specdec_lite.verify import check_rule
+    from specdec_lite.engine.faults import VerifyRequest
+    from specdec_lite.rules.verify import check_rule
 
     q = np.array([[0.3, 0.3, 0.4]])  # [1, V]: the draft's row after token 0
     return VerifyRequest(np.array([0, 2]), q, 1.0, None, None, "exact", check_rule("exact", {}),

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from support import CONFIG, random_params
 
-from specdec_lite import fast, load_pretrained, speculative_generate
-from specdec_lite.decode import draft_block
-from specdec_lite.transformer import TransformerModel
+from specdec_lite import load_pretrained, speculative_generate
+from specdec_lite.engine.decode import draft_block
+from specdec_lite.models import fast
+from specdec_lite.models.transformer import TransformerModel
 
 
 class RowsOnly:

@@ -28,12 +28,12 @@ torch = pytest.importorskip("torch", reason=WHY)
 transformers = pytest.importorskip("transformers", reason=WHY)
 
 from specdec_lite import speculative_generate  # noqa: E402
-from specdec_lite.corpus import load_text  # noqa: E402
-from specdec_lite.exactness import chi_square, sample_continuations, sequence_law  # noqa: E402
-from specdec_lite.example import PROMPT  # noqa: E402
-from specdec_lite.hf import HFModel  # noqa: E402
-from specdec_lite.hf_export import export_pretrained  # noqa: E402
+from specdec_lite.hf.bridge import HFModel  # noqa: E402
+from specdec_lite.hf.export import export_pretrained  # noqa: E402
+from specdec_lite.models.corpus import load_text  # noqa: E402
 from specdec_lite.pretrained import load_pretrained  # noqa: E402
+from specdec_lite.teaching.exactness import chi_square, sample_continuations, sequence_law  # noqa: E402
+from specdec_lite.teaching.example import PROMPT  # noqa: E402
 
 LOGIT_ATOL = 1e-4  # float32 logits of magnitude <= ~15, summed in different orders
 
@@ -167,7 +167,7 @@ def test_the_adapter_checks_its_input(exported):
 
 
 def test_importing_the_library_does_not_import_torch():
-    assert not imports_module("import specdec_lite, specdec_lite.hf", "torch")
+    assert not imports_module("import specdec_lite, specdec_lite.hf.bridge", "torch")
 
 
 def test_the_hf_benchmark_rows_come_from_one_small_interleaved_run():

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from specdec_lite import kernels
 from specdec_lite.bench.timing import blas_info
+from specdec_lite.models import kernels
 
 
 @pytest.mark.parametrize("kernel", ["SkylakeX", "Cooperlake", "SapphireRapids"])
@@ -37,7 +37,7 @@ def test_blas_kernel_is_named_here() -> None:
 
 CHILD = """
 import json
-from specdec_lite import fast, kernels
+from specdec_lite.models import fast, kernels
 from specdec_lite.bench.timing import blas_info
 print(json.dumps({"kernel": kernels.blas_kernel(), "rowwise_max": kernels.ROWWISE_MAX,
                   "paths": fast.matmul_paths(kernels.blas_kernel()), "info": blas_info()}))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from support import CONFIG, random_params
 
-from specdec_lite import kernels, transformer
-from specdec_lite.kernels import linear
-from specdec_lite.transformer import TransformerModel
+from specdec_lite.models import kernels, transformer
+from specdec_lite.models.kernels import linear
+from specdec_lite.models.transformer import TransformerModel
 
 ROWS = [1, 2, 3, 4, 5, 6, 7, 8, 9]
 # 1: never row by row (the SkylakeX choice); 3: the Haswell/Zen choice; 8: a wider band

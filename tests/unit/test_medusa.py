@@ -15,7 +15,7 @@ from support import (
 )
 
 from specdec_lite import generate
-from specdec_lite.medusa import (
+from specdec_lite.drafting.medusa import (
     MedusaHeads,
     chain_tree,
     dense_tree,
@@ -27,8 +27,8 @@ from specdec_lite.medusa import (
     typical_first_token_tv,
     windowed_forward,
 )
-from specdec_lite.medusa_decode import medusa_generate
-from specdec_lite.transformer import TransformerConfig, TransformerModel
+from specdec_lite.engine.medusa_decode import medusa_generate
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
 
 CONFIG = MEDUSA_CONFIG
 

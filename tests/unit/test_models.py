@@ -23,7 +23,7 @@ from specdec_lite import (
     generate,
     speculative_generate,
 )
-from specdec_lite.models import check_model, model_rows
+from specdec_lite.models.ngram import check_model, model_rows
 
 V = 5
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec_lite.corpus import load_text
-from specdec_lite.decode import speculative_generate
-from specdec_lite.distributions import apply_temperature
-from specdec_lite.models import NGramModel
-from specdec_lite.tokenizer import CharTokenizer
+from specdec_lite.engine.decode import speculative_generate
+from specdec_lite.models.corpus import load_text
+from specdec_lite.models.ngram import NGramModel
+from specdec_lite.models.tokenizer import CharTokenizer
+from specdec_lite.rules.distributions import apply_temperature
 
 V = 6
 SMOOTHINGS = ["witten-bell", "add-k"]

@@ -18,12 +18,12 @@ import pytest
 from support import random_params
 
 from specdec_lite import NGramModel, generate, load_pretrained, speculative_generate, verify
-from specdec_lite.distributions import sample
+from specdec_lite.drafting.medusa import MedusaHeads, chain_tree, dense_tree
+from specdec_lite.engine.medusa_decode import medusa_generate
 from specdec_lite.functional import softmax
-from specdec_lite.medusa import MedusaHeads, chain_tree, dense_tree
-from specdec_lite.medusa_decode import medusa_generate
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel, file_sha256
 from specdec_lite.pretrained import WEIGHTS_DIR
-from specdec_lite.transformer import TransformerConfig, TransformerModel, file_sha256
+from specdec_lite.rules.distributions import sample
 
 
 def small_gpt(max_len: int = 32, seed: int = 0) -> TransformerModel:

@@ -24,14 +24,14 @@ import time
 import numpy as np
 import pytest
 
-from specdec_lite.batch import BatchEngine
-from specdec_lite.breaker import CircuitBreaker
-from specdec_lite.decode import generate
-from specdec_lite.faults import InProcessVerifier
-from specdec_lite.medusa_decode import medusa_generate
-from specdec_lite.models import MarkovModel
+from specdec_lite.engine.batch import BatchEngine
+from specdec_lite.engine.breaker import CircuitBreaker
+from specdec_lite.engine.decode import generate
+from specdec_lite.engine.faults import InProcessVerifier
+from specdec_lite.engine.medusa_decode import medusa_generate
+from specdec_lite.engine.resilient import resilient_generate
+from specdec_lite.models.ngram import MarkovModel
 from specdec_lite.pretrained import load_pretrained
-from specdec_lite.resilient import resilient_generate
 from specdec_lite.service.engines import BatchStepEngine
 from specdec_lite.service.scheduler import Job, Scheduler, Settings
 

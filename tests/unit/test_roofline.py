@@ -1,4 +1,4 @@
-"""specdec_lite.roofline: the roofline arithmetic against hand counts, the streaming kernel
+"""specdec_lite.bench.roofline: the roofline arithmetic against hand counts, the streaming kernel
 against numpy's product on every path (compiled, numpy blocks, plain Python; row counts
 that leave every remainder), and the measurement's shapes and validation on tiny layers.
 Timings themselves are not tested: they describe a machine."""
@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from support import imports_module  # noqa: E402
 
-from specdec_lite import fast, kernels, roofline  # noqa: E402
+from specdec_lite.bench import roofline  # noqa: E402
+from specdec_lite.models import fast, kernels  # noqa: E402
 from specdec_lite.plots.roofline import plot_rows_cost  # noqa: E402
 
 needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
@@ -120,7 +121,7 @@ def test_stream_rows_defaults_to_what_is_installed(monkeypatch):
 
 
 def test_importing_roofline_does_not_import_numba():
-    assert not imports_module("import specdec_lite.roofline", "numba")
+    assert not imports_module("import specdec_lite.bench.roofline", "numba")
 
 
 def test_stream_rows_rejects_mismatched_inputs():
@@ -226,7 +227,7 @@ def test_a_coarse_clock_never_times_a_call_as_zero(monkeypatch) -> None:
     still get a finite, positive time (the live chapter 6 divided by zero here)."""
     import time as real_time
 
-    from specdec_lite import roofline
+    from specdec_lite.bench import roofline
 
     class CoarseClock:
         @staticmethod

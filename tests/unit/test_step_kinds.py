@@ -4,8 +4,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from specdec_lite import TableModel, generate, plots, speculative_generate
-from specdec_lite.decode import Step
-from specdec_lite.tokenizer import CharTokenizer
+from specdec_lite.engine.decode import Step
+from specdec_lite.models.tokenizer import CharTokenizer
 
 
 def test_kinds_of_hand_made_steps():

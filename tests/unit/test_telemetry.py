@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 from support import alarm_after
 
-from specdec_lite.breaker import CircuitBreaker
-from specdec_lite.exactness import small_pair
-from specdec_lite.faults import InProcessVerifier
-from specdec_lite.resilient import resilient_generate
-from specdec_lite.telemetry import (
+from specdec_lite.engine.breaker import CircuitBreaker
+from specdec_lite.engine.faults import InProcessVerifier
+from specdec_lite.engine.resilient import resilient_generate
+from specdec_lite.engine.telemetry import (
     NULL_SINK,
     JsonLinesFormatter,
     LogSink,
@@ -24,6 +23,7 @@ from specdec_lite.telemetry import (
     Sinks,
     make_sink,
 )
+from specdec_lite.teaching.exactness import small_pair
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -196,11 +196,12 @@ def test_the_library_works_without_prometheus_client():
     script = textwrap.dedent("""
         import logging, sys
         sys.modules["prometheus_client"] = None  # as if it were not installed
-        import specdec_lite, specdec_lite.faults, specdec_lite.resilient, specdec_lite.journal
-        from specdec_lite.telemetry import PrometheusSink, make_sink, prometheus_available
-        from specdec_lite.exactness import small_pair
+        import specdec_lite, specdec_lite.engine.faults, specdec_lite.engine.resilient
+        import specdec_lite.engine.journal
+        from specdec_lite.engine.telemetry import PrometheusSink, make_sink, prometheus_available
+        from specdec_lite.teaching.exactness import small_pair
         target, draft, prompt = small_pair()
-        gen = specdec_lite.resilient.resilient_generate(
+        gen = specdec_lite.engine.resilient.resilient_generate(
             target, draft, prompt, k=2, max_new_tokens=6, seed=0,
             sink=make_sink(logger=logging.getLogger("x")))
         assert len(gen.tokens) == 6 and not prometheus_available()
@@ -216,8 +217,9 @@ def test_the_library_works_without_prometheus_client():
 
 
 def test_importing_the_library_does_not_import_prometheus_client():
-    script = ("import sys, specdec_lite, specdec_lite.telemetry, specdec_lite.resilient, "
-              "specdec_lite.journal; print('prometheus_client' in sys.modules)")
+    script = ("import sys, specdec_lite, specdec_lite.engine.telemetry, "
+              "specdec_lite.engine.resilient, specdec_lite.engine.journal; "
+              "print('prometheus_client' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr

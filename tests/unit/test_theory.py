@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from specdec_lite.distributions import apply_temperature
-from specdec_lite.theory import (
+from specdec_lite.rules.distributions import apply_temperature
+from specdec_lite.rules.theory import (
     acceptance_probability,
     alpha_temperature_grid,
     best_k_table,
@@ -119,9 +119,9 @@ RATIO = np.array([1.0, 1.5, 1.8, 2.0, 2.1])  # [5]: T(n)/T(1) for n = 1..5
 
 def test_library_math_needs_no_matplotlib():
     code = ("import sys, numpy as np\n"
-            "import specdec_lite.verify, specdec_lite.theory\n"
-            "from specdec_lite.verify import output_law, threshold_tradeoff\n"
-            "from specdec_lite.theory import best_k_table, optimal_k_grid, speedup_curve\n"
+            "import specdec_lite.rules.verify, specdec_lite.rules.theory\n"
+            "from specdec_lite.rules.verify import output_law, threshold_tradeoff\n"
+            "from specdec_lite.rules.theory import best_k_table, optimal_k_grid, speedup_curve\n"
             "p, q = np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.5, 0.3])\n"
             "output_law(p, q, 'threshold', theta=1.2); threshold_tradeoff(p, q, [1.0, 2.0])\n"
             "speedup_curve(0.7, np.arange(1, 5), 0.1); optimal_k_grid([0.5], [0.1], 8)\n"

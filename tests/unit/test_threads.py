@@ -22,9 +22,9 @@ from specdec_lite import (
     medusa_generate,
     speculative_generate,
 )
-from specdec_lite.corpus import load_text
-from specdec_lite.medusa import chain_tree, dense_tree
-from specdec_lite.transformer import KVCache
+from specdec_lite.drafting.medusa import chain_tree, dense_tree
+from specdec_lite.models.corpus import load_text
+from specdec_lite.models.transformer import KVCache
 
 N_THREADS = 4
 

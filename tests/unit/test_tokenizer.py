@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from specdec_lite import CharTokenizer, load_text
-from specdec_lite.corpus import manifest
-from specdec_lite.tokenizer import ASCII_ALPHABET
+from specdec_lite.models.corpus import manifest
+from specdec_lite.models.tokenizer import ASCII_ALPHABET
 
 
 def test_ascii_alphabet():

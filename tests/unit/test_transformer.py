@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from support import CONFIG, PARENTS, path_to, random_params, tokens, tree_mask
 
-from specdec_lite.transformer import (
+from specdec_lite.models.transformer import (
     Block,
     TransformerModel,
     file_sha256,
@@ -21,7 +21,7 @@ def model() -> TransformerModel:
 
 def test_matches_torch_forward() -> None:
     torch = pytest.importorskip("torch")
-    from specdec_lite.train import GPT
+    from specdec_lite.training.train import GPT
 
     torch.manual_seed(0)
     reference = GPT(CONFIG)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from specdec_lite.verify import RULES, Verification, check_rule, residual, verify
+from specdec_lite.rules.verify import RULES, Verification, check_rule, residual, verify
 
 
 class ScriptedRng:
