@@ -29,7 +29,7 @@ from specdec_lite.engine.decode import Generation, generate, speculative_generat
 from specdec_lite.engine.medusa_decode import medusa_generate
 from specdec_lite.models.corpus import fit_ngrams
 from specdec_lite.models.transformer import TransformerConfig, TransformerModel
-from specdec_lite.pretrained import load_pretrained, resolve_backend
+from specdec_lite.pretrained import load_early_exit, load_pretrained, resolve_backend
 from specdec_lite.teaching.exactness import chi2_isf, chi_square, sequence_law, small_pair
 
 # ---------------------------------------------------------------- paths
@@ -228,10 +228,11 @@ def alarm_after(seconds: int):
 #
 # :func:`reference` decodes a request body in-process with the library function the
 # service's engine for that ``method`` stands for (see ``specdec_lite/service/engines.py``):
-# ``plain`` is :func:`~specdec_lite.engine.decode.generate`, ``draft``, ``ngram`` and ``lookup``
-# are :func:`~specdec_lite.engine.decode.speculative_generate` with the distilled GPT, the corpus
-# 3-gram or prompt lookup as q, ``medusa`` is :func:`~specdec_lite.drafting.medusa.medusa_generate`
-# (its default tree at T = 0, a chain of k heads with the exact rule otherwise). A seeded
+# ``plain`` is :func:`~specdec_lite.engine.decode.generate`; ``draft``, ``ngram``,
+# ``lookup`` and ``early-exit`` are :func:`~specdec_lite.engine.decode.speculative_generate`
+# with the distilled GPT, the corpus 3-gram, prompt lookup or the early-exit draft as q;
+# ``medusa`` is :func:`~specdec_lite.engine.medusa_decode.medusa_generate` (its default tree
+# at T = 0, a chain of k heads with the exact rule otherwise). A seeded
 # request must give exactly these tokens and these statistics.
 
 PROMPTS = ["def __init__(self", "import os\n", "    return ", "class Foo(object):\n    ",
@@ -245,15 +246,18 @@ class Models:
     draft: object
     ngram_draft: object
     heads: object
+    early_exit: object
 
 
 def load_models(backend: str = "auto") -> Models:
     """The shipped models on ``backend``; ``"auto"`` is what a server started without
     ``--backend`` runs (the compiled forward where numba is installed), so references
     computed here take the server's own arithmetic."""
-    shipped = load_pretrained(backend=resolve_backend(backend))
+    backend = resolve_backend(backend)
+    shipped = load_pretrained(backend=backend)
     _, _, ngram_draft = fit_ngrams()
-    return Models(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft, shipped.heads)
+    return Models(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft, shipped.heads,
+                  load_early_exit(backend=backend))
 
 
 def reference(models: Models, body: dict) -> Generation:
@@ -272,7 +276,7 @@ def reference(models: Models, body: dict) -> Generation:
                                rule="greedy" if t == 0 else "exact",
                                seed=np.random.default_rng(seed), top_p=top_p)
     draft = {"draft": models.draft, "ngram": models.ngram_draft,
-             "lookup": PromptLookup()}[method]
+             "lookup": PromptLookup(), "early-exit": models.early_exit}[method]
     return speculative_generate(models.target, draft, prompt, k=k, max_new_tokens=n,
                                 temperature=t, seed=seed, top_p=top_p,
                                 policy=body.get("policy", "fixed"))

@@ -265,6 +265,9 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
             prompt_ids = tokenizer.encode(body.prompt)
         except ValueError as exc:  # a character outside the model's alphabet
             return field_error("prompt", str(exc), body.prompt)
+        if body.method not in runtime.methods:
+            return field_error("method", f"this server runs methods {list(runtime.methods)}",
+                               body.method)
         if body.policy != "fixed" and body.method in ("plain", "medusa"):
             return field_error("policy", f"method {body.method!r} takes only policy "
                                "'fixed'", body.policy)

@@ -31,6 +31,7 @@ class Runtime:
         self.tokenizer = self.factory.tokenizer
         self.max_len = self.factory.max_len
         self.n_heads = self.factory.n_heads
+        self.methods = self.factory.methods
         self.deadline_s = deadline_s
         self.metrics = ServiceMetrics()
         self.journal = (JobJournal(Path(data_dir) / "journal.sqlite3", synchronous=journal_sync)

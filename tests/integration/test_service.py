@@ -274,7 +274,8 @@ def test_stream_concatenates_to_the_whole_answer(server, method, temperature):
 # ------------------------------------------------------------------ seeded determinism
 
 CASES = [("plain", 0.0), ("plain", 1.0), ("draft", 0.0), ("draft", 1.0), ("ngram", 0.0),
-         ("ngram", 0.8), ("lookup", 0.0), ("lookup", 1.0), ("medusa", 0.0), ("medusa", 1.0)]
+         ("ngram", 0.8), ("lookup", 0.0), ("lookup", 1.0), ("early-exit", 0.0),
+         ("early-exit", 1.0), ("medusa", 0.0), ("medusa", 1.0)]
 
 
 @pytest.mark.parametrize("method, temperature", CASES)
@@ -292,7 +293,8 @@ def test_seeded_request_equals_the_library(server, models, method, temperature):
 
 POLICY_CASES = [("draft", "heuristic", 1.0), ("draft", "confidence", 1.0),
                 ("draft", "confidence", 0.0), ("ngram", "heuristic", 0.8),
-                ("lookup", "heuristic", 1.0), ("draft", "auto", 0.0)]
+                ("lookup", "heuristic", 1.0), ("draft", "auto", 0.0),
+                ("early-exit", "confidence", 1.0)]
 
 
 @pytest.mark.parametrize("method, policy, temperature", POLICY_CASES)
@@ -478,6 +480,27 @@ def test_deadline_is_504_with_the_tokens_so_far(tmp_path, models):
 
 
 # ------------------------------------------------------------------ fault drill
+
+
+def test_a_server_without_the_early_exit_draft_refuses_that_method(models):
+    from fastapi.testclient import TestClient
+
+    from specdec_lite.service.app import ServiceConfig, create_app
+    from specdec_lite.service.engines import EngineFactory
+    from specdec_lite.service.runtime import Runtime
+
+    factory = EngineFactory(models.tokenizer, models.target, models.draft, models.ngram_draft,
+                            models.heads)  # no early_exit
+    assert "early-exit" not in factory.methods and "draft" in factory.methods
+    runtime = Runtime(data_dir=None, max_batch=2, max_queue=4, deadline_s=30.0,
+                      factory=factory)
+    with TestClient(create_app(ServiceConfig(), runtime)) as client:
+        refused = client.post("/v1/completions", json=dict(prompt="a", method="early-exit"))
+        served = client.post("/v1/completions", json=dict(prompt="a", method="draft", seed=1,
+                                                          max_tokens=4))
+    assert refused.status_code == 422, refused.text
+    assert [error["loc"] for error in refused.json()["detail"]] == [["body", "method"]]
+    assert served.status_code == 200, served.text
 
 
 def test_verifier_faults_fall_back_and_keep_greedy_output(models):
