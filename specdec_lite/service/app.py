@@ -216,7 +216,7 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         body = {"status": status, "waiting": waiting, "running": running,
                 "steps": scheduler.n_steps, "resumed": runtime.n_resumed,
                 "pruned": runtime.n_pruned, "forward": runtime.factory.forward,
-                "verifier": runtime.factory.verifier}
+                "verifier": runtime.factory.verifier, "methods": list(runtime.methods)}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if runtime.deferred:

@@ -414,6 +414,7 @@ def test_health(server):
     assert data["status"] == "ok" and data["waiting"] == 0 and data["running"] == 0
     assert data["steps"] > 0
     assert data["forward"] == resolve_backend("auto")  # numba where the fast extra is in
+    assert data["methods"] == ["plain", "draft", "ngram", "lookup", "early-exit", "medusa"]
 
 
 # ------------------------------------------------------------------ load
@@ -495,6 +496,7 @@ def test_a_server_without_the_early_exit_draft_refuses_that_method(models):
     runtime = Runtime(data_dir=None, max_batch=2, max_queue=4, deadline_s=30.0,
                       factory=factory)
     with TestClient(create_app(ServiceConfig(), runtime)) as client:
+        assert client.get("/health").json()["methods"] == list(factory.methods)
         refused = client.post("/v1/completions", json=dict(prompt="a", method="early-exit"))
         served = client.post("/v1/completions", json=dict(prompt="a", method="draft", seed=1,
                                                           max_tokens=4))
