@@ -29,7 +29,12 @@ from specdec_lite.engine.decode import Generation, generate, speculative_generat
 from specdec_lite.engine.medusa_decode import medusa_generate
 from specdec_lite.models.corpus import fit_ngrams
 from specdec_lite.models.transformer import TransformerConfig, TransformerModel
-from specdec_lite.pretrained import load_early_exit, load_pretrained, resolve_backend
+from specdec_lite.pretrained import (
+    load_eagle,
+    load_early_exit,
+    load_pretrained,
+    resolve_backend,
+)
 from specdec_lite.teaching.exactness import chi2_isf, chi_square, sequence_law, small_pair
 
 # ---------------------------------------------------------------- paths
@@ -229,8 +234,9 @@ def alarm_after(seconds: int):
 # :func:`reference` decodes a request body in-process with the library function the
 # service's engine for that ``method`` stands for (see ``specdec_lite/service/engines.py``):
 # ``plain`` is :func:`~specdec_lite.engine.decode.generate`; ``draft``, ``ngram``,
-# ``lookup`` and ``early-exit`` are :func:`~specdec_lite.engine.decode.speculative_generate`
-# with the distilled GPT, the corpus 3-gram, prompt lookup or the early-exit draft as q;
+# ``lookup``, ``eagle`` and ``early-exit`` are
+# :func:`~specdec_lite.engine.decode.speculative_generate` with the distilled GPT, the corpus
+# 3-gram, prompt lookup, the EAGLE drafter or the early-exit draft as q;
 # ``medusa`` is :func:`~specdec_lite.engine.medusa_decode.medusa_generate` (its default tree
 # at T = 0, a chain of k heads with the exact rule otherwise). A seeded
 # request must give exactly these tokens and these statistics.
@@ -247,6 +253,7 @@ class Models:
     ngram_draft: object
     heads: object
     early_exit: object
+    eagle: object
 
 
 def load_models(backend: str = "auto") -> Models:
@@ -257,7 +264,7 @@ def load_models(backend: str = "auto") -> Models:
     shipped = load_pretrained(backend=backend)
     _, _, ngram_draft = fit_ngrams()
     return Models(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft, shipped.heads,
-                  load_early_exit(backend=backend))
+                  load_early_exit(backend=backend), load_eagle(shipped.target))
 
 
 def reference(models: Models, body: dict) -> Generation:
@@ -276,7 +283,8 @@ def reference(models: Models, body: dict) -> Generation:
                                rule="greedy" if t == 0 else "exact",
                                seed=np.random.default_rng(seed), top_p=top_p)
     draft = {"draft": models.draft, "ngram": models.ngram_draft,
-             "lookup": PromptLookup(), "early-exit": models.early_exit}[method]
+             "lookup": PromptLookup(), "eagle": models.eagle,
+             "early-exit": models.early_exit}[method]
     return speculative_generate(models.target, draft, prompt, k=k, max_new_tokens=n,
                                 temperature=t, seed=seed, top_p=top_p,
                                 policy=body.get("policy", "fixed"))

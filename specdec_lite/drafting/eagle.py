@@ -39,6 +39,7 @@ features, the embeddings and the LM head are the target's); the shipped one is
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,12 +162,16 @@ class EagleDraft:
     """The EAGLE drafter as a proposer for ``target`` (a
     :class:`~specdec_lite.models.transformer.TransformerModel`) with ``weights``: see the module.
 
-    It reads the features from the target's default cache of the calling thread, the one
-    ``speculative_generate`` verifies with, so they cost no target forward. Its own cache
-    is per thread too, and follows one sequence: a context that does not extend the last
-    one is caught up from where the two agree, in both caches. Drafts stay exact in any
-    decoder; one that verifies in other caches, or interleaves sequences (as
-    ``BatchEngine`` does), pays target forwards in the default cache for the features.
+    :meth:`propose` reads the features from the target's default cache of the calling
+    thread, the one ``speculative_generate`` verifies with, so they cost no target forward.
+    Its own cache is per thread too, and follows one sequence: a context that does not
+    extend the last one is caught up from where the two agree, in both caches.
+
+    :meth:`propose_with` takes both explicitly: a drafter cache (:meth:`new_state`, one per
+    sequence) and a function that reads the target's features from wherever the decoder
+    keeps them. ``BatchEngine`` uses it with each sequence's own state and the features of
+    its batched target cache, so sequences sharing a batch share no drafter state and
+    cost no extra target forward. Drafts stay exact either way.
     """
 
     def __init__(self, target: TransformerModel, weights: EagleWeights) -> None:
@@ -189,8 +194,12 @@ class EagleDraft:
         """The calling thread's drafter cache, made on first use."""
         state = getattr(self._local, "state", None)
         if state is None:
-            state = self._local.state = EagleState(self.weights, self.max_len)
+            state = self._local.state = self.new_state()
         return state
+
+    def new_state(self) -> EagleState:
+        """An empty drafter cache, for one sequence (see :meth:`propose_with`)."""
+        return EagleState(self.weights, self.max_len)
 
     def layer(self, features: np.ndarray, embeddings: np.ndarray, kv: np.ndarray,
               start: int) -> np.ndarray:  # [n, d], [n, d] -> [n, d]
@@ -215,14 +224,30 @@ class EagleDraft:
         """Up to ``k`` tokens after ``context`` [n] and the rows q [m, V] they were drawn
         from; none for a context of one token (there is no feature yet) and fewer near the
         end of the target's window. ``n_calls`` counts drafter forwards."""
+        return self.propose_with(self.state, self._default_features, context, k, sampling,
+                                 rng)
+
+    def _default_features(self, tokens: np.ndarray, start: int) -> np.ndarray:
+        return self.target.hidden(tokens, start=start)  # the thread's default cache
+
+    def propose_with(self, state: EagleState,
+                     read_features: Callable[[np.ndarray, int], np.ndarray],
+                     context: np.ndarray, k: int, sampling: Sampling,
+                     rng: np.random.Generator) -> Draft:
+        """:meth:`propose` with the drafter cache ``state`` (:meth:`new_state`) and
+        ``read_features(tokens, start)``, which returns the target's features [n - start, d] of
+        ``tokens[start:]`` after ``tokens`` [n] (as ``target.hidden(tokens, start=start)``
+        does)."""
+        if not isinstance(state, EagleState):
+            raise TypeError(f"state must be an EagleState (see new_state), got "
+                            f"{type(state).__name__}")
         context = check_tokens(context, self.vocab_size, "context")  # [n]
         n = len(context)
         k = min(check_int(k, "k", 0), self.max_len + 1 - n)
         if k <= 0 or n < 2:
             return Draft(np.zeros(0, dtype=np.int64), None, 0)
-        state = self.state
         m = min(state.reusable(context), n - 2)  # keep >= 1 entry to run: it gives q_1
-        features = self.target.hidden(context[: n - 1], start=m)  # [n-1-m, d] f_m..f_{n-2}
+        features = read_features(context[: n - 1], m)  # [n-1-m, d] f_m..f_{n-2}
         positions = np.arange(m + 1, n)  # [n-1-m] where t_{m+1}..t_{n-1} sit
         predicted = self.layer(features, self.embed(context[m + 1 :], positions),
                                state.kv, m)[-1]  # [d] f^_{n-1}

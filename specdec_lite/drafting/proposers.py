@@ -21,6 +21,7 @@ the verifier accepts or corrects each draft against p, and a bonus token is draw
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -54,6 +55,24 @@ class Proposer(Protocol):
 
     def propose(self, context: np.ndarray, k: int, sampling: Sampling,
                 rng: np.random.Generator) -> Draft: ...
+
+
+@dataclass(frozen=True)
+class FeatureView:
+    """A drafter that reads the target's features (one with ``propose_with``, as
+    :class:`~specdec_lite.drafting.eagle.EagleDraft`) as a plain proposer for one sequence:
+    with that sequence's drafter ``state`` and ``read_features(tokens, start)``, the
+    target's features [n - start, d] of ``tokens[start:]`` from wherever the decoder keeps
+    them."""
+
+    drafter: object
+    state: object
+    read_features: Callable[[np.ndarray, int], np.ndarray]
+
+    def propose(self, context: np.ndarray, k: int, sampling: Sampling,
+                rng: np.random.Generator) -> Draft:
+        return self.drafter.propose_with(self.state, self.read_features, context, k, sampling,
+                                         rng)
 
 
 def one_hot_rows(tokens: np.ndarray, vocab: int) -> np.ndarray:
@@ -188,5 +207,5 @@ def as_proposer(draft: object, vocab: int) -> object:
     return proposer
 
 
-__all__ = ["Draft", "ModelDraft", "PromptLookup", "Proposer", "as_proposer", "draft_block",
-           "lookup", "one_hot_rows"]
+__all__ = ["Draft", "FeatureView", "ModelDraft", "PromptLookup", "Proposer", "as_proposer",
+           "draft_block", "lookup", "one_hot_rows"]

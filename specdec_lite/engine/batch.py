@@ -54,13 +54,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_real, check_window
 from ..drafting.draft_length import FixedK, named_policy
-from ..drafting.proposers import ModelDraft, as_proposer
-from ..models.batch_kv import batch_rows
+from ..drafting.proposers import FeatureView, ModelDraft, as_proposer
+from ..models.batch_kv import GPTRows, batch_rows
 from ..models.ngram import check_model
 from ..rules.distributions import Sampling, as_generator, sample
 from ..rules.verify import Verification, check_rule, verify_checked
@@ -132,6 +133,12 @@ class BatchEngine:
         self._target_rows = batch_rows(target, "target", self.max_batch)
         self._draft_rows = (batch_rows(draft, "draft", self.max_batch)
                             if self.k and self.proposer is None else None)
+        # a drafter that reads the target's features (EAGLE) gets each sequence's own state
+        # and the features of the batched target cache (see _ask_proposer)
+        self._reads_features = callable(getattr(self.proposer, "propose_with", None))
+        if self._reads_features and not isinstance(self._target_rows, GPTRows):
+            raise TypeError(f"draft {type(draft).__name__} reads the target's features: the "
+                            "target must be a TransformerModel")
         self.active: list[SequenceState] = []  # in slot order
         self.waiting: deque[SequenceState] = deque()
         self._ids = itertools.count()
@@ -351,6 +358,9 @@ class BatchEngine:
         self._target_rows.add(contexts, prefill=self.verifier is None)
         if self._draft_rows is not None:
             self._draft_rows.add(contexts)
+        if self._reads_features:
+            for s in joining:
+                s.proposer_state = self.proposer.new_state()
         self.active += joining
         return finished
 
@@ -362,7 +372,8 @@ class BatchEngine:
         states = self.active
         k_steps = [min(s.k_now, s.max_new_tokens - s.n_new - 1) for s in states]
         if self.proposer is not None:
-            return [self._ask_proposer(s, k) for s, k in zip(states, k_steps, strict=True)]
+            return [self._ask_proposer(s, k, slot)
+                    for slot, (s, k) in enumerate(zip(states, k_steps, strict=True))]
         ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
                for s, k in zip(states, k_steps, strict=True)]
         q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
@@ -397,12 +408,17 @@ class BatchEngine:
         token = int(q_i.argmax()) if s.greedy else sample(q_i, state.rng)
         return token, float(q_i[token])
 
-    def _ask_proposer(self, state: SequenceState, k: int) -> Proposal:
+    def _ask_proposer(self, state: SequenceState, k: int, slot: int) -> Proposal:
         """One sequence's proposal from a proposer that is not a model (checked as
-        ``speculative_generate`` checks it; at k = 0 it is not asked)."""
+        ``speculative_generate`` checks it; at k = 0 it is not asked). A drafter that
+        reads the target's features is asked with the sequence's own state, and reads
+        them from slot ``slot`` of the batched target cache."""
         if k == 0:
             return Proposal(state, np.zeros(0, np.int64), np.zeros((0, self.vocab)))
-        drafted, q, n_calls = ask_proposer(self.proposer, state.context, k, state.sampling,
+        proposer = (FeatureView(self.proposer, state.proposer_state,
+                                partial(self._target_rows.features, slot))
+                    if self._reads_features else self.proposer)
+        drafted, q, n_calls = ask_proposer(proposer, state.context, k, state.sampling,
                                            state.rng, self.vocab)  # [k_b], [k_b, V]
         state.gen.n_draft_calls += n_calls
         return Proposal(state, drafted, q)

@@ -45,6 +45,7 @@ class SequenceState:
     policy: object = FixedK(0)  # its draft-length policy
     k_now: int = 0  # the k its policy chose for the next step
     min_confidence: float | None = None
+    proposer_state: object = None  # a drafter's cache for this sequence (not saved: rebuilt)
 
     @property
     def n_new(self) -> int:

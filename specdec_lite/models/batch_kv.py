@@ -40,7 +40,8 @@ class BatchKVCache:
     """The KV caches of up to ``slots`` sequences of ``model``, sequence b in slot b.
 
     ``kv[layer, 0 or 1, slot, head, position, :]`` holds keys or values, ``tokens[slot]``
-    the token ids and ``logits[slot]`` the output logits of each cached position, and
+    the token ids, ``logits[slot]`` the output logits and ``hidden[slot]`` the final
+    hidden states (the features an EAGLE drafter reads) of each cached position, and
     ``length[slot]`` how many positions are in use.
     """
 
@@ -50,6 +51,7 @@ class BatchKVCache:
         self.kv = np.zeros((c.n_layer, 2, slots, c.n_head, capacity, c.d_head), np.float32)
         self.tokens = np.zeros((slots, capacity), np.int64)  # [S, capacity]
         self.logits = np.zeros((slots, capacity, c.vocab_size), np.float32)  # [S, cap, V]
+        self.hidden = np.zeros((slots, capacity, c.d_model), np.float32)  # [S, cap, d]
         self.length = np.zeros(slots, np.int64)  # [S]
         self.n_active = 0
 
@@ -76,6 +78,7 @@ class BatchKVCache:
             self.kv[:, :, slot, :, :n] = self.kv[:, :, last, :, :n]
             self.tokens[slot, :n] = self.tokens[last, :n]
             self.logits[slot, :n] = self.logits[last, :n]
+            self.hidden[slot, :n] = self.hidden[last, :n]
             self.length[slot] = n
         self.n_active = last
 
@@ -107,10 +110,11 @@ def forward_batch(model: TransformerModel, cache: BatchKVCache, first: int,
     columns = np.arange(max(int(real.max()), 1))
     bias = np.where(columns > within[:, None], np.float32(-np.inf), np.float32(0))
     x = model.wte[tokens] + model.wpe[positions]  # [R, d]
-    logits, _ = model.forward_rows(x, cache.kv, slots, start, offsets, bias)  # [R, V]
+    logits, hidden = model.forward_rows(x, cache.kv, slots, start, offsets, bias)  # [R, V]
     for i, (slot, s, n) in enumerate(zip(slots, start, real, strict=True)):
         cache.tokens[slot, s : s + n] = blocks[i]
         cache.logits[slot, s : s + n] = logits[offsets[i] : offsets[i + 1]]
+        cache.hidden[slot, s : s + n] = hidden[offsets[i] : offsets[i + 1]]
     cache.length[slots] = start + real
     if model.observer is not None:
         model.observer(len(tokens), time.perf_counter() - start_s)
@@ -148,19 +152,8 @@ class GPTRows:
         ``TransformerModel.last_probs`` does for one sequence.
         """
         cache = self.cache
-        blocks = []
-        for slot, ctx in enumerate(contexts):
-            if ctx is None:
-                blocks.append(np.zeros(0, np.int64))
-                continue
-            cached = cache.tokens[slot, : cache.length[slot]]
-            m = min(len(ctx), len(cached))
-            if ctx[:m].tobytes() == cached[:m].tobytes():
-                common = m
-            else:
-                common = int((ctx[:m] == cached[:m]).argmin())  # first difference
-            cache.length[slot] = common
-            blocks.append(ctx[common:])
+        blocks = [np.zeros(0, np.int64) if ctx is None else self._keep_common(slot, ctx)
+                  for slot, ctx in enumerate(contexts)]
         if max(len(block) for block in blocks) > 0:
             forward_batch(self.model, cache, 0, blocks)
         out = []
@@ -172,6 +165,29 @@ class GPTRows:
             end = len(ctx)
             out.append(self.model.rows_from_logits(cache.logits[slot, end - n : end], t))
         return out
+
+
+    def features(self, slot: int, tokens: np.ndarray, start: int) -> np.ndarray:
+        """The final hidden states [n - start, d] of ``tokens[start:]`` in ``slot``, after
+        ``tokens`` [n]: read from the cache where it holds them (a sequence's verified
+        prefix does), else forwarded for this slot alone first."""
+        block = self._keep_common(slot, tokens)
+        if len(block):
+            forward_batch(self.model, self.cache, slot, [block])
+        return self.cache.hidden[slot, start : len(tokens)].copy()
+
+    def _keep_common(self, slot: int, ctx: np.ndarray) -> np.ndarray:
+        """Cut ``slot``'s cache back to the prefix it shares with ``ctx`` and return the
+        tokens of ``ctx`` after it, the ones a forward must still read."""
+        cache = self.cache
+        cached = cache.tokens[slot, : cache.length[slot]]
+        m = min(len(ctx), len(cached))
+        if ctx[:m].tobytes() == cached[:m].tobytes():
+            common = m
+        else:
+            common = int((ctx[:m] == cached[:m]).argmin())  # first difference
+        cache.length[slot] = common
+        return ctx[common:]
 
 
 class ModelRows:

@@ -271,10 +271,10 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         if body.policy != "fixed" and body.method in ("plain", "medusa"):
             return field_error("policy", f"method {body.method!r} takes only policy "
                                "'fixed'", body.policy)
-        if body.policy == "confidence" and body.method == "lookup":
+        if body.policy == "confidence" and body.method in ("lookup", "eagle"):
             return field_error("policy", "policy 'confidence' needs a draft model (it "
-                               "reads the draft's probabilities); method 'lookup' has none",
-                               body.policy)
+                               f"reads the draft's probabilities); method {body.method!r} "
+                               "has none", body.policy)
         k = 0 if body.method == "plain" else body.k
         # positions the verifier reads past the new tokens: the most drafts a step can have
         # and one more, or, for Medusa at T = 0, its default tree, as deep as it has heads

@@ -5,13 +5,15 @@ every sequence has its own cache) and makes a :class:`~.scheduler.StepEngine` fo
 ``(method, k)``; every sequence in it keeps its own temperature, top-p and draft-length
 policy (``policy``, read with ``k`` as ``speculative_generate`` reads them):
 
-- ``plain``, ``draft``, ``ngram``, ``lookup`` and ``early-exit`` run on
+- ``plain``, ``draft``, ``ngram``, ``lookup``, ``eagle`` and ``early-exit`` run on
   :class:`specdec_lite.engine.batch.BatchEngine` (continuous batching, one target forward
   per step for the whole group). ``draft`` drafts with the distilled 1-layer GPT,
   ``ngram`` with the 3-gram model of the bundled corpus, ``lookup`` by prompt lookup
   (:class:`specdec_lite.drafting.proposers.PromptLookup`: tokens copied from earlier in
-  the prompt and output, no draft model), ``early-exit`` with the target's first block
-  and its trained exit head (:mod:`specdec_lite.drafting.early_exit`).
+  the prompt and output, no draft model), ``eagle`` with the EAGLE-style drafter over the
+  target's features (each sequence with its own drafter cache, the features read from
+  the batched target cache; :mod:`specdec_lite.drafting.eagle`), ``early-exit`` with the
+  target's first block and its trained exit head (:mod:`specdec_lite.drafting.early_exit`).
   Verification failures fall back to plain decoding for that step (the output law stays
   exact), and a circuit breaker stops drafting after repeated failures.
 - ``medusa`` advances each request one step per turn (:mod:`specdec_lite.engine.medusa_decode`),
@@ -183,7 +185,7 @@ class EngineFactory:
     """The models of one server and the engines over them."""
 
     def __init__(self, tokenizer, target, draft, ngram_draft, heads, *,
-                 early_exit=None,
+                 early_exit=None, eagle=None,
                  breaker: Callable[[], CircuitBreaker] | None = None,
                  inject_fault: Callable[[int], None] | None = None,
                  spec_max_batch: int | None = None, verifier: str = "inprocess",
@@ -193,6 +195,7 @@ class EngineFactory:
         self.spec_max_batch = spec_max_batch
         self.ngram_draft, self.heads = ngram_draft, heads
         self.early_exit = early_exit  # a draft model, or None: method "early-exit" is refused
+        self.eagle = eagle  # the EAGLE drafter, or None: method "eagle" is refused
         self.max_len = int(target.config.max_len)
         self.n_heads = int(heads.n_heads)
         self.new_breaker = breaker or (lambda: CircuitBreaker(3, cooldown_s=5.0))
@@ -208,8 +211,12 @@ class EngineFactory:
     @property
     def methods(self) -> tuple[str, ...]:
         """The request methods this server can run: every one of the API's, less
-        ``early-exit`` when it was given no early-exit draft."""
-        return tuple(m for m in METHODS if m != "early-exit" or self.early_exit is not None)
+        ``early-exit`` and ``eagle`` when it was given no such drafter, and less ``eagle``
+        when the target's forward runs in a worker process (the drafter reads the target's
+        features, which would then be computed twice)."""
+        missing = {"early-exit": self.early_exit is None,
+                   "eagle": self.eagle is None or self.verifier_kind == "process"}
+        return tuple(m for m in METHODS if not missing.get(m, False))
 
     @property
     def forward(self) -> str:
@@ -220,19 +227,20 @@ class EngineFactory:
 
     @classmethod
     def shipped(cls, backend: str = "auto", **options) -> EngineFactory:
-        """The shipped GPT target, its distilled draft, its early-exit draft (the default
-        depth), Medusa heads and the corpus 3-gram, on ``backend`` (``"auto"``: the compiled
-        forward where the ``fast`` extra is installed, see
+        """The shipped GPT target, its distilled draft, its EAGLE drafter, its early-exit
+        draft (the default depth), Medusa heads and the corpus 3-gram, on ``backend``
+        (``"auto"``: the compiled forward where the ``fast`` extra is installed, see
         :func:`specdec_lite.pretrained.resolve_backend`)."""
         from ..models.corpus import fit_ngrams
-        from ..pretrained import load_early_exit, load_pretrained, resolve_backend
+        from ..pretrained import load_eagle, load_early_exit, load_pretrained, resolve_backend
 
         start = time.perf_counter()
         backend = resolve_backend(backend)
         shipped = load_pretrained(backend=backend)
         _, _, ngram_draft = fit_ngrams()
         factory = cls(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft,
-                      shipped.heads, early_exit=load_early_exit(backend=backend), **options)
+                      shipped.heads, early_exit=load_early_exit(backend=backend),
+                      eagle=load_eagle(shipped.target), **options)
         factory.load_s = time.perf_counter() - start
         return factory
 
@@ -240,11 +248,12 @@ class EngineFactory:
                     max_batch: int):
         if method == "medusa":
             return MedusaStepEngine(self.target, self.heads, k, max_batch)
-        if method == "early-exit" and self.early_exit is None:
-            raise ValueError("method 'early-exit' needs the early-exit draft, which this "
-                             "server was not given")
+        if method not in self.methods:
+            raise ValueError(f"method {method!r} is not one this server runs: "
+                             f"{list(self.methods)}")
         draft = {"plain": None, "draft": self.draft, "ngram": self.ngram_draft,
-                 "lookup": PromptLookup(), "early-exit": self.early_exit}[method]
+                 "lookup": PromptLookup(), "eagle": self.eagle,
+                 "early-exit": self.early_exit}[method]
         engine = BatchEngine(self.target, draft, k=k if draft is not None else 0,
                              temperature=temperature, top_p=top_p, max_batch=max_batch,
                              spec_max_batch=self.spec_max_batch, fall_back=True,

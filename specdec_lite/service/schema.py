@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-METHODS = ("plain", "draft", "ngram", "lookup", "early-exit", "medusa")
+METHODS = ("plain", "draft", "ngram", "lookup", "eagle", "early-exit", "medusa")
 
 # Largest prompt the API takes, in characters (the tokenizer is one token per character).
 MAX_PROMPT_CHARS = 200
@@ -50,7 +50,8 @@ class CompletionRequest(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     stream: bool = False
-    method: Literal["plain", "draft", "ngram", "lookup", "early-exit", "medusa"] = "draft"
+    method: Literal["plain", "draft", "ngram", "lookup", "eagle", "early-exit",
+                    "medusa"] = "draft"
     k: int = Field(default=4, ge=1, le=16)
     policy: Literal["fixed", "heuristic", "confidence", "auto"] = "fixed"
     request_id: str | None = Field(default=None, min_length=1, max_length=64,

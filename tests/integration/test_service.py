@@ -157,6 +157,7 @@ BAD_BODIES = [
     (dict(prompt="a", method="plain", policy="heuristic"), "policy"),
     (dict(prompt="a", method="medusa", policy="auto"), "policy"),
     (dict(prompt="a", method="lookup", policy="confidence"), "policy"),
+    (dict(prompt="a", method="eagle", policy="confidence"), "policy"),
     (dict(prompt=LONG_PROMPT, max_tokens=190, k=4, policy="heuristic"),
      "max_tokens"),  # the heuristic may grow k to 10: 60 + 190 + 11 > 256
 ]
@@ -274,8 +275,8 @@ def test_stream_concatenates_to_the_whole_answer(server, method, temperature):
 # ------------------------------------------------------------------ seeded determinism
 
 CASES = [("plain", 0.0), ("plain", 1.0), ("draft", 0.0), ("draft", 1.0), ("ngram", 0.0),
-         ("ngram", 0.8), ("lookup", 0.0), ("lookup", 1.0), ("early-exit", 0.0),
-         ("early-exit", 1.0), ("medusa", 0.0), ("medusa", 1.0)]
+         ("ngram", 0.8), ("lookup", 0.0), ("lookup", 1.0), ("eagle", 0.0), ("eagle", 1.0),
+         ("early-exit", 0.0), ("early-exit", 1.0), ("medusa", 0.0), ("medusa", 1.0)]
 
 
 @pytest.mark.parametrize("method, temperature", CASES)
@@ -294,7 +295,7 @@ def test_seeded_request_equals_the_library(server, models, method, temperature):
 POLICY_CASES = [("draft", "heuristic", 1.0), ("draft", "confidence", 1.0),
                 ("draft", "confidence", 0.0), ("ngram", "heuristic", 0.8),
                 ("lookup", "heuristic", 1.0), ("draft", "auto", 0.0),
-                ("early-exit", "confidence", 1.0)]
+                ("early-exit", "confidence", 1.0), ("eagle", "heuristic", 1.0)]
 
 
 @pytest.mark.parametrize("method, policy, temperature", POLICY_CASES)
@@ -414,7 +415,8 @@ def test_health(server):
     assert data["status"] == "ok" and data["waiting"] == 0 and data["running"] == 0
     assert data["steps"] > 0
     assert data["forward"] == resolve_backend("auto")  # numba where the fast extra is in
-    assert data["methods"] == ["plain", "draft", "ngram", "lookup", "early-exit", "medusa"]
+    assert data["methods"] == ["plain", "draft", "ngram", "lookup", "eagle", "early-exit",
+                               "medusa"]
 
 
 # ------------------------------------------------------------------ load
@@ -492,7 +494,8 @@ def test_a_server_without_the_early_exit_draft_refuses_that_method(models):
 
     factory = EngineFactory(models.tokenizer, models.target, models.draft, models.ngram_draft,
                             models.heads)  # no early_exit
-    assert "early-exit" not in factory.methods and "draft" in factory.methods
+    assert "early-exit" not in factory.methods and "eagle" not in factory.methods
+    assert "draft" in factory.methods
     runtime = Runtime(data_dir=None, max_batch=2, max_queue=4, deadline_s=30.0,
                       factory=factory)
     with TestClient(create_app(ServiceConfig(), runtime)) as client:
@@ -732,6 +735,11 @@ def test_worker_process_verifier_survives_its_worker_being_killed(tmp_path, mode
                       extra_args=("--verifier", "process", "--verify-timeout", "30")) as srv:
         health = httpx.get(srv.url + "/health", timeout=10).json()
         assert health["verifier"]["kind"] == "process" and health["verifier"]["restarts"] == 0
+        assert "eagle" not in health["methods"]  # its features would be computed twice
+        refused = httpx.post(srv.url + "/v1/completions", json=dict(prompt="a", method="eagle"),
+                             timeout=30)
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == [
+            "body", "method"]
         bodies = [dict(prompt="def __init__(self", max_tokens=40, temperature=t, seed=3,
                        method="draft", k=3) for t in (0.0, 1.0)]
         for body in bodies:

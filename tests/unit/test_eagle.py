@@ -279,3 +279,64 @@ def test_shipped_drafter_is_greedy_identical_and_accepted(shipped, text) -> None
                                temperature=0)
     np.testing.assert_array_equal(got.tokens, want)
     assert got.tau > 1.0  # the trained drafter's tokens are accepted at all
+
+
+# ---------------------------------------------------------------- in the batched engine
+
+
+def test_batched_eagle_equals_each_sequence_alone(shipped) -> None:
+    """Four sequences share a BatchEngine with the shipped drafter: each has its own
+    drafter state and reads its features from the batched target cache, and gets the
+    tokens and steps ``speculative_generate`` gives it alone, greedy and at T = 1; greedy
+    output is the target's. The target's default cache is never touched."""
+    import threading
+
+    from specdec_lite import BatchEngine
+
+    eagle = load_eagle(shipped.target)
+    prompts = [shipped.tokenizer.encode(t) for t in
+               ("def __init__(self", "import os\n", "    return ", "for i in range(")]
+    for temperature in (0.0, 1.0):
+        rule = "greedy" if temperature == 0 else "exact"
+        result: dict = {}
+
+        def run_batch(temperature=temperature, rule=rule, result=result) -> None:
+            engine = BatchEngine(shipped.target, eagle, k=3, temperature=temperature,
+                                 rule=rule, max_batch=4)
+            for i, prompt in enumerate(prompts):
+                engine.add(prompt, max_new_tokens=40, seed=i, request_id=i)
+            result.update(engine.run())
+            result["default cache"] = shipped.target.cache.length
+
+        thread = threading.Thread(target=run_batch)  # a fresh thread: a fresh default cache
+        thread.start()
+        thread.join()
+        assert result["default cache"] == 0
+        for i, prompt in enumerate(prompts):
+            alone = speculative_generate(shipped.target, eagle, prompt, k=3, max_new_tokens=40,
+                                         temperature=temperature, seed=i, rule=rule)
+            assert result[i].tokens.tolist() == alone.tokens.tolist()
+            assert result[i].steps == alone.steps
+            assert result[i].n_draft_calls == alone.n_draft_calls
+            if temperature == 0:
+                plain = generate(shipped.target, prompt, max_new_tokens=40, temperature=0)
+                assert result[i].tokens.tolist() == plain.tokens.tolist()
+
+
+def test_propose_with_keeps_sequences_apart(drafter, target) -> None:
+    """Two drafter states over one drafter: interleaving two contexts gives each the
+    proposal it gets alone, and a wrong state is refused."""
+    a, b = tokens(9, seed=1), tokens(11, seed=2)
+    sampling = Sampling.checked(0.0, None, None)
+    alone = [drafter.propose_with(drafter.new_state(), lambda t, s: target.hidden(t, start=s),
+                                  ctx, 3, sampling, np.random.default_rng(0)).tokens
+             for ctx in (a, b)]
+    states = [drafter.new_state(), drafter.new_state()]
+    for _ in range(2):  # twice, so the second round reuses each state's entries
+        for state, ctx, expected in zip(states, (a, b), alone, strict=True):
+            got = drafter.propose_with(state, lambda t, s: target.hidden(t, start=s), ctx, 3,
+                                       sampling, np.random.default_rng(0))
+            assert got.tokens.tolist() == expected.tolist()
+    with pytest.raises(TypeError, match="state"):
+        drafter.propose_with(object(), lambda t, s: None, a, 3, sampling,
+                             np.random.default_rng(0))
