@@ -77,3 +77,42 @@ class ArgmaxEagle(EagleDraft):
 def test_a_drafter_that_reports_rows_it_did_not_draw_from_is_caught():
     result = chi2(sample_sequences(ArgmaxEagle(TARGET, random_weights()), 3))
     assert not result.passed(1e-3), f"the wrong q went unnoticed: {result}"
+
+
+def batched_samples(drafter: EagleDraft) -> list[tuple]:
+    """N continuations of ``PROMPT`` through one BatchEngine of eight slots (k = 3, T = 1),
+    the requests joining and leaving as they finish, each with its own seed."""
+    from specdec_lite import BatchEngine
+
+    engine = BatchEngine(TARGET, drafter, k=3, max_batch=8)
+    for i, seed in enumerate(np.random.SeedSequence(11).spawn(N)):
+        engine.add(np.array(PROMPT), max_new_tokens=LENGTH,
+                   seed=np.random.default_rng(seed), request_id=i)
+    done = engine.run()
+    return [tuple(done[i].tokens.tolist()) for i in range(N)]
+
+
+def test_the_eagle_drafter_stays_exact_in_the_batched_engine():
+    """Each request drafts with its own drafter state from its slot's features
+    (``propose_with``), and the continuations follow the target's law."""
+    result = chi2(batched_samples(EagleDraft(TARGET, random_weights())))
+    assert result.n_impossible == 0, str(result)
+    assert result.passed(1e-3), str(result)
+
+
+class ArgmaxEagleInBatch(EagleDraft):
+    """:class:`ArgmaxEagle` for the batched engine, which asks ``propose_with``."""
+
+    def propose_with(self, state, read_features, context, k, sampling, rng):
+        tokens, rows = [], []
+        for _ in range(k):
+            prefix = np.r_[context, np.array(tokens, dtype=np.int64)]
+            row = super().propose_with(state, read_features, prefix, 1, sampling, rng).q[0]
+            tokens.append(int(row.argmax()))
+            rows.append(row)
+        return Draft(np.array(tokens, dtype=np.int64), np.array(rows).reshape(k, V), k)
+
+
+def test_a_batched_drafter_that_reports_rows_it_did_not_draw_from_is_caught():
+    result = chi2(batched_samples(ArgmaxEagleInBatch(TARGET, random_weights())))
+    assert not result.passed(1e-3), f"the wrong q went unnoticed: {result}"

@@ -283,12 +283,18 @@ def test_shipped_drafter_is_greedy_identical_and_accepted(shipped, text) -> None
 
 # ---------------------------------------------------------------- in the batched engine
 
+LENGTHS = (40, 17, 33, 24)  # new tokens of the four batched sequences: they leave apart
+
 
 def test_batched_eagle_equals_each_sequence_alone(shipped) -> None:
-    """Four sequences share a BatchEngine with the shipped drafter: each has its own
-    drafter state and reads its features from the batched target cache, and gets the
+    """Four sequences of different lengths share a BatchEngine of two slots with the
+    shipped drafter, so they join, leave and move slots mid-run: each has its own drafter
+    state and reads its features from its slot of the batched target cache, and gets the
     tokens and steps ``speculative_generate`` gives it alone, greedy and at T = 1; greedy
-    output is the target's. The target's default cache is never touched."""
+    output is the target's. Reading the features costs no target forward: the target
+    forwards each prompt once and then each step's block (the last token and the drafts),
+    nothing more (features read from another sequence's slot would be recomputed there).
+    The target's default cache is never touched."""
     import threading
 
     from specdec_lite import BatchEngine
@@ -302,24 +308,34 @@ def test_batched_eagle_equals_each_sequence_alone(shipped) -> None:
 
         def run_batch(temperature=temperature, rule=rule, result=result) -> None:
             engine = BatchEngine(shipped.target, eagle, k=3, temperature=temperature,
-                                 rule=rule, max_batch=4)
+                                 rule=rule, max_batch=2)
             for i, prompt in enumerate(prompts):
-                engine.add(prompt, max_new_tokens=40, seed=i, request_id=i)
-            result.update(engine.run())
+                engine.add(prompt, max_new_tokens=LENGTHS[i], seed=i, request_id=i)
+            rows = []
+            shipped.target.observer = lambda n, seconds: rows.append(n)
+            try:
+                result.update(engine.run())
+            finally:
+                shipped.target.observer = None
+            result["rows"] = sum(rows)
             result["default cache"] = shipped.target.cache.length
 
         thread = threading.Thread(target=run_batch)  # a fresh thread: a fresh default cache
         thread.start()
         thread.join()
         assert result["default cache"] == 0
+        assert result["rows"] == sum(len(p) for p in prompts) + sum(
+            len(step.proposed) + 1 for i in range(len(prompts)) for step in result[i].steps)
         for i, prompt in enumerate(prompts):
-            alone = speculative_generate(shipped.target, eagle, prompt, k=3, max_new_tokens=40,
-                                         temperature=temperature, seed=i, rule=rule)
+            alone = speculative_generate(shipped.target, eagle, prompt, k=3,
+                                         max_new_tokens=LENGTHS[i], temperature=temperature,
+                                         seed=i, rule=rule)
             assert result[i].tokens.tolist() == alone.tokens.tolist()
             assert result[i].steps == alone.steps
             assert result[i].n_draft_calls == alone.n_draft_calls
             if temperature == 0:
-                plain = generate(shipped.target, prompt, max_new_tokens=40, temperature=0)
+                plain = generate(shipped.target, prompt, max_new_tokens=LENGTHS[i],
+                                 temperature=0)
                 assert result[i].tokens.tolist() == plain.tokens.tolist()
 
 
