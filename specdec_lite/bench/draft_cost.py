@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..checks import check_int, check_real
-from ..drafting.proposers import Draft
+from ..drafting.proposers import Draft, for_run
 from ..rules.distributions import Sampling
 
 
@@ -39,10 +39,20 @@ class TimedProposer:
         self.seconds = 0.0
         self.tokens = 0
 
+    def for_sequence(self, target: object) -> _TimedRun:
+        """The timer for one run: the proposer's own state for that run
+        (:func:`~specdec_lite.drafting.proposers.for_run`), its times added up here."""
+        return _TimedRun(self, for_run(self.proposer, target))
+
     def propose(self, context: np.ndarray, k: int, sampling: Sampling,
                 rng: np.random.Generator) -> Draft:
+        return self.timed(self.proposer, context, k, sampling, rng)
+
+    def timed(self, proposer: object, context: np.ndarray, k: int, sampling: Sampling,
+              rng: np.random.Generator) -> Draft:
+        """``proposer.propose(...)``, its time and tokens added to this timer's."""
         start = time.perf_counter()
-        proposal = self.proposer.propose(context, k, sampling, rng)
+        proposal = proposer.propose(context, k, sampling, rng)
         self.seconds += time.perf_counter() - start
         self.tokens += len(proposal.tokens)
         return proposal
@@ -53,6 +63,17 @@ class TimedProposer:
         if self.tokens == 0:
             raise ValueError("the proposer has proposed no token yet")
         return self.seconds / self.tokens
+
+
+class _TimedRun:
+    """A :class:`TimedProposer` over one run's proposer: each call is timed into it."""
+
+    def __init__(self, timer: TimedProposer, proposer: object) -> None:
+        self.timer, self.proposer = timer, proposer
+
+    def propose(self, context: np.ndarray, k: int, sampling: Sampling,
+                rng: np.random.Generator) -> Draft:
+        return self.timer.timed(self.proposer, context, k, sampling, rng)
 
 
 def break_even_verification(k: int, tau_a: float, c_a: float, tau_b: float,

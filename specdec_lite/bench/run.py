@@ -96,24 +96,35 @@ def ngram_draft(tokenizer: object) -> NGramModel:
 
 def decode(method: Method, models: Pretrained, ngram: NGramModel | None, trees: dict,
            prompt: np.ndarray, new_tokens: int, seed: int) -> Generation:
-    """Generate ``new_tokens`` after ``prompt`` with ``method``."""
+    """Generate ``new_tokens`` after ``prompt`` with ``method``, from caches that already
+    hold the prompt (:func:`prefill`; the prompt's forward is not part of what is timed)."""
+    target, draft = prefill(models, prompt)
+    return decode_filled(method, target, draft, models.heads, ngram, trees, prompt,
+                         new_tokens, seed)
+
+
+def prefill(models: Pretrained, prompt: np.ndarray) -> tuple[object, object]:
+    """The two GPTs, each on a new cache that holds ``prompt`` (its forward done here)."""
+    target, draft = models.target.bound(), models.draft.bound()
+    target.probs(prompt)
+    draft.probs(prompt)
+    return target, draft
+
+
+def decode_filled(method: Method, target: object, draft: object, heads: object,
+                  ngram: NGramModel | None, trees: dict, prompt: np.ndarray, new_tokens: int,
+                  seed: int) -> Generation:
+    """:func:`decode` on GPTs whose caches :func:`prefill` filled."""
     t = method.temperature
     if method.kind == "autoregressive":
-        return generate(models.target, prompt, max_new_tokens=new_tokens, temperature=t,
-                        seed=seed)
+        return generate(target, prompt, max_new_tokens=new_tokens, temperature=t, seed=seed)
     if method.kind in ("speculative", "ngram"):
-        draft = models.draft if method.kind == "speculative" else ngram
-        return speculative_generate(models.target, draft, prompt, k=method.k,
+        draft = draft if method.kind == "speculative" else ngram
+        return speculative_generate(target, draft, prompt, k=method.k,
                                     max_new_tokens=new_tokens, temperature=t,
                                     rule=method.rule, seed=seed)
-    return medusa_generate(models.target, models.heads, prompt, max_new_tokens=new_tokens,
-                           temperature=t, tree=trees[method], rule=method.rule, seed=seed)
-
-
-def prefill(models: Pretrained, prompt: np.ndarray) -> None:
-    """Cache the prompt in both GPTs (a no-op when it is already the cached prefix)."""
-    models.target.probs(prompt)
-    models.draft.probs(prompt)
+    return medusa_generate(target, heads, prompt, max_new_tokens=new_tokens, temperature=t,
+                           tree=trees[method], rule=method.rule, seed=seed)
 
 
 # ---------------------------------------------------------------- step 1: the plan
@@ -235,13 +246,13 @@ def time_runs(p: Plan, s: Settings, models: Pretrained, ngram: NGramModel | None
                 method = methods[m]
                 seed = int(np.random.SeedSequence([s.seed, prompt, max(repeat, 0)])
                            .generate_state(1)[0])
-                prefill(models, p.prompts[prompt])
+                target, draft = prefill(models, p.prompts[prompt])
                 meter.reset()
                 gc.collect()
                 gc.disable()
                 start = time.perf_counter()
-                gen = decode(method, models, ngram, p.trees, p.prompts[prompt], s.new_tokens,
-                             seed)
+                gen = decode_filled(method, target, draft, models.heads, ngram, p.trees,
+                                    p.prompts[prompt], s.new_tokens, seed)
                 wall = time.perf_counter() - start
                 gc.enable()
                 bar.update(1)
@@ -315,9 +326,9 @@ def profile_methods(methods: list[Method], p: Plan, s: Settings, models: Pretrai
     """{label: cProfile split} of one run of each method on the first prompt."""
     out = {}
     for method in methods:
-        prefill(models, p.prompts[0])
-        out[method.label] = profile_call(lambda m=method: decode(
-            m, models, ngram, p.trees, p.prompts[0], s.new_tokens, s.seed))
+        target, draft = prefill(models, p.prompts[0])
+        out[method.label] = profile_call(lambda m=method, t=target, d=draft: decode_filled(
+            m, t, d, models.heads, ngram, p.trees, p.prompts[0], s.new_tokens, s.seed))
     return out
 
 

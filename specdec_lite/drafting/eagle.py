@@ -50,7 +50,7 @@ from ..models import fast
 from ..models.kernels import LN_EPS, causal_bias, fold_gain, gelu, linear, normalize
 from ..models.transformer import Block, TransformerModel
 from ..rules.distributions import Sampling, sample
-from .proposers import Draft
+from .proposers import Draft, FeatureView
 
 
 def eagle_shapes(d: int) -> dict[str, tuple[int, ...]]:
@@ -162,16 +162,17 @@ class EagleDraft:
     """The EAGLE drafter as a proposer for ``target`` (a
     :class:`~specdec_lite.models.transformer.TransformerModel`) with ``weights``: see the module.
 
-    :meth:`propose` reads the features from the target's default cache of the calling
-    thread, the one ``speculative_generate`` verifies with, so they cost no target forward.
-    Its own cache is per thread too, and follows one sequence: a context that does not
-    extend the last one is caught up from where the two agree, in both caches.
+    :meth:`propose_with` takes its state explicitly: a drafter cache (:meth:`new_state`,
+    one per sequence) and a function that reads the target's features from wherever the
+    decoder keeps them. The decoders call it through :meth:`for_sequence`, with a drafter
+    cache of the run's own and the features of the cache the run verifies with, so they
+    cost no target forward; ``BatchEngine`` passes each sequence's own state and the
+    features of its batched target cache, so sequences sharing a batch share no drafter
+    state. A drafter cache follows one sequence: a context that does not extend the last
+    one is caught up from where the two agree. Drafts stay exact either way.
 
-    :meth:`propose_with` takes both explicitly: a drafter cache (:meth:`new_state`, one per
-    sequence) and a function that reads the target's features from wherever the decoder
-    keeps them. ``BatchEngine`` uses it with each sequence's own state and the features of
-    its batched target cache, so sequences sharing a batch share no drafter state and
-    cost no extra target forward. Drafts stay exact either way.
+    :meth:`propose`, for a direct call, uses the calling thread's drafter cache and the
+    target's default cache of that thread.
     """
 
     def __init__(self, target: TransformerModel, weights: EagleWeights) -> None:
@@ -226,6 +227,14 @@ class EagleDraft:
         end of the target's window. ``n_calls`` counts drafter forwards."""
         return self.propose_with(self.state, self._default_features, context, k, sampling,
                                  rng)
+
+    def for_sequence(self, target: object) -> FeatureView:
+        """This drafter for one run: a drafter cache of its own, and the target's features
+        read from ``target`` when it is this drafter's target on the run's cache (a
+        :class:`~specdec_lite.models.bound.BoundModel`, as the decoders pass), so verifying
+        and drafting share one target cache; otherwise from a target cache of its own."""
+        reads = target if getattr(target, "model", None) is self.target else self.target.bound()
+        return FeatureView(self, self.new_state(), reads.hidden)
 
     def _default_features(self, tokens: np.ndarray, start: int) -> np.ndarray:
         return self.target.hidden(tokens, start=start)  # the thread's default cache

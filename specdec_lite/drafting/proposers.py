@@ -21,6 +21,7 @@ the verifier accepts or corrects each draft against p, and a bonus token is draw
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -29,6 +30,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..checks import check_int, check_real
+from ..models.bound import fresh
 from ..models.ngram import check_model, model_rows
 from ..rules.distributions import Sampling, sample, truncate
 
@@ -102,6 +104,16 @@ class ModelDraft:
             if min_confidence > 1:
                 raise ValueError(f"min_confidence must be <= 1, got {min_confidence}")
         self.min_confidence = min_confidence
+
+    def for_sequence(self, target: object) -> ModelDraft:
+        """This draft for one run: its model on a cache of its own (a GPT; see
+        :func:`specdec_lite.models.bound.fresh`), the same draft for a model without one."""
+        model = fresh(self.model)
+        if model is self.model:
+            return self
+        twin = copy.copy(self)
+        twin.model = model
+        return twin
 
     def propose(self, context: np.ndarray, k: int, sampling: Sampling,
                 rng: np.random.Generator) -> Draft:
@@ -193,6 +205,15 @@ def draft_block(draft: object, seq: np.ndarray, k: int, temperature: float,
     return ctx, q
 
 
+def for_run(proposer: object, target: object) -> object:
+    """``proposer`` with state of its own for one run beside ``target`` (the run's target,
+    already on its own cache): ``proposer.for_sequence(target)`` where it has that method
+    (a draft model's cache, the EAGLE drafter's cache and feature source), else
+    ``proposer`` itself (prompt lookup keeps no state)."""
+    own = getattr(proposer, "for_sequence", None)
+    return own(target) if callable(own) else proposer
+
+
 def as_proposer(draft: object, vocab: int) -> object:
     """``draft`` as a proposer: a model (``vocab_size`` and ``probs``) wrapped in
     :class:`ModelDraft`, any other object with a ``propose`` method as it is. A model or
@@ -208,4 +229,4 @@ def as_proposer(draft: object, vocab: int) -> object:
 
 
 __all__ = ["Draft", "FeatureView", "ModelDraft", "PromptLookup", "Proposer", "as_proposer",
-           "draft_block", "lookup", "one_hot_rows"]
+           "draft_block", "for_run", "lookup", "one_hot_rows"]

@@ -38,8 +38,9 @@ import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_window
 from ..drafting.draft_length import FixedK, StepCosts, as_draft_length, named_policy
-from ..drafting.proposers import Draft, ModelDraft, as_proposer, one_hot_rows
+from ..drafting.proposers import Draft, ModelDraft, as_proposer, for_run, one_hot_rows
 from ..drafting.proposers import draft_block as draft_block  # re-exported: the model draft's loop
+from ..models.bound import BoundModel, fresh
 from ..models.ngram import check_model, model_rows
 from ..rules.distributions import (
     Sampling,
@@ -295,8 +296,15 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     ``step`` is :func:`speculative_step` or a function with its arguments and answer (the
     fault boundary of :mod:`specdec_lite.engine.resilient` is one); it records into ``gen``
     (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
-    with ``gen.tokens`` up to date."""
+    with ``gen.tokens`` up to date.
+
+    The run keeps its state to itself: a GPT target runs on a cache of its own
+    (:func:`specdec_lite.models.bound.fresh`; pass ``target.bound(cache)`` to start from a
+    filled one), and so does the proposer (:func:`specdec_lite.drafting.proposers.for_run`)."""
     start = time.perf_counter()
+    target = fresh(target)
+    if proposer is not None:
+        proposer = for_run(proposer, target)
     step = speculative_step if step is None else step
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
@@ -364,27 +372,31 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     remembered for as long as both models live. The timed steps draw from their own
     Generator and record into a scratch trace, so the caller's run is untouched."""
     # a model draft is timed per model; another proposer per class (its cost is its code's)
+    model = target.model if isinstance(target, BoundModel) else target
     drafter = getattr(proposer, "model", None)
     drafter = type(proposer) if drafter is None else drafter
-    key = (id(target), id(drafter), sampling.greedy, k_max)
+    drafter = drafter.model if isinstance(drafter, BoundModel) else drafter
+    key = (id(model), id(drafter), sampling.greedy, k_max)
     known = _MEASURED.get(key)
-    if known is not None and known[0]() is target and known[1]() is drafter:
+    if known is not None and known[0]() is model and known[1]() is drafter:
         return known[2]
     scratch = np.random.default_rng(0)
     tail = np.resize(prompt[::-1], k_max)  # [k_max] stand-in drafts where none are proposed
+    timed_target = fresh(model)  # the timing runs on caches of its own
+    timed = for_run(proposer, timed_target)
 
     def run_step(k: int) -> None:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
-        speculative_step(target, Padded(proposer, tail), prompt, k, sampling, rule, params,
+        speculative_step(timed_target, Padded(timed, tail), prompt, k, sampling, rule, params,
                          scratch, None, gen)
 
     def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
-        for model, name in ((target, "target"), (drafter, "draft")):
-            if callable(getattr(model, "probs", None)):
-                model_rows(model, prompt[:-1], 1, name, 1.0)
+        for reader, name in ((timed_target, "target"), (getattr(timed, "model", None), "draft")):
+            if callable(getattr(reader, "probs", None)):
+                model_rows(reader, prompt[:-1], 1, name, 1.0)
 
     costs = time_steps(run_step, k_max, reset=reset if len(prompt) > 1 else None)
-    _MEASURED[key] = (weakref.ref(target), weakref.ref(drafter), costs)
+    _MEASURED[key] = (weakref.ref(model), weakref.ref(drafter), costs)
     return costs
 
 

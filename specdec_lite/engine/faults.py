@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_int, check_positive
+from ..models.bound import fresh
 from ..models.ngram import model_rows
 from ..rules.distributions import truncate
 from ..rules.verify import Verification, verify_checked
@@ -179,9 +180,9 @@ class InProcessVerifier:
     runs in a helper thread and a call that takes longer raises :class:`VerifierTimeout`;
     the late call cannot be stopped (Python threads cannot be killed), so that helper is
     abandoned and the next call gets a new one. The abandoned call keeps reading
-    ``target`` in its own thread, which is safe for a model whose caches are per thread
-    (:class:`specdec_lite.models.transformer.TransformerModel`) and for stateless models. For a
-    verifier that can be stopped for real, use :class:`ProcessVerifier`.
+    ``target`` in its own thread, on a cache no other thread reads (each thread's calls
+    get a cache of their own; see :meth:`_call`), which is safe. For a verifier that can
+    be stopped for real, use :class:`ProcessVerifier`.
 
     ``step(target, request) -> reply`` is the work done per call (:func:`verify_step`); a
     batched engine passes its own, for a request that carries a whole batch.
@@ -192,13 +193,26 @@ class InProcessVerifier:
             raise TypeError(f"step must be callable, got {type(step).__name__}")
         self.target, self.step = target, step
         self._worker: _Worker | None = None
+        self._readers = threading.local()
+
+    def _call(self, request: VerifyRequest) -> VerifyReply:
+        """One verification, on the calling thread's reader of the target: for one sequence
+        (the default ``step``), a GPT target on a cache of this verifier and thread
+        (:func:`~specdec_lite.models.bound.fresh`), so an abandoned helper never shares
+        one with the next; for a batched step, the target as it is."""
+        if self.step is not verify_step:
+            return self.step(self.target, request)
+        reader = getattr(self._readers, "target", None)
+        if reader is None:
+            reader = self._readers.target = fresh(self.target)
+        return self.step(reader, request)
 
     def __call__(self, request: VerifyRequest, timeout: float | None = None) -> VerifyReply:
         if timeout is None:
-            return self.step(self.target, request)
+            return self._call(request)
         if self._worker is None:
             self._worker = _Worker()
-        future = self._worker.submit(self.step, self.target, request)
+        future = self._worker.submit(self._call, request)
         try:
             return future.result(timeout)
         except FutureTimeout:

@@ -4,8 +4,8 @@
 :func:`medusa_start` checks the arguments, runs the prompt through the target and emits
 the first token; each :func:`medusa_step` then lets the heads propose a tree, verifies
 it with one target call and emits the accepted path plus one token. The state between
-steps is a :class:`MedusaRun`: the sequence's own KV cache (or the calling thread's
-default cache), its Generator and its trace. So a server can advance many Medusa
+steps is a :class:`MedusaRun`: the sequence's own KV cache, its Generator and its
+trace. So a server can advance many Medusa
 sequences a step each in turn, and stop one between any two steps;
 :func:`medusa_generate` runs one to the end.
 """
@@ -20,6 +20,7 @@ import numpy as np
 from ..checks import check_eos, check_int, check_prompt
 from ..drafting.medusa import MEDUSA_RULES, MedusaHeads, Tree, chain_tree, dense_tree
 from ..functional import softmax
+from ..models.bound import BoundModel
 from ..models.transformer import KVCache, TransformerModel
 from ..rules.distributions import (
     apply_temperature,
@@ -51,7 +52,7 @@ class MedusaRun:
     eos_id: int | None
     max_new_tokens: int
     rng: np.random.Generator
-    cache: KVCache | None
+    cache: KVCache
     gen: Generation
     out: list[int] = field(default_factory=list)
     root: int = -1
@@ -87,8 +88,10 @@ def medusa_start(
     **rule_params: float,
 ) -> MedusaRun:
     """Check the arguments (those of :func:`medusa_generate`), run the prompt and emit the
-    first token. ``cache``: the sequence's own KV cache (``target.new_state()``); None
-    uses the calling thread's default cache, so every step must run on this thread."""
+    first token. ``cache``: the sequence's KV cache (``target.new_state()``); None makes a
+    new one (or takes the cache of a bound target, ``target.bound(cache)``)."""
+    if isinstance(target, BoundModel):
+        target, cache = target.model, target.cache if cache is None else cache
     if not isinstance(target, TransformerModel):
         raise TypeError("target must be a TransformerModel (Medusa needs its KV cache)")
     if not isinstance(heads, MedusaHeads):
@@ -125,6 +128,7 @@ def medusa_start(
             f"max_new_tokens: prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) + "
             f"tree depth ({tree.max_depth}) exceeds the target's max_len {limit}"
         )
+    cache = target.new_state() if cache is None else cache
     run = MedusaRun(target, heads, tree, rule, params, temperature, top_k, top_p, eos_id,
                     max_new_tokens, as_generator(seed), cache,
                     Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt),
@@ -173,8 +177,7 @@ def medusa_step(run: MedusaRun) -> list[int]:
         extra = "correction" if last in first_child else "bonus"
     last = int(path[-1])
     target.commit_path(path, cache=run.cache)
-    committed = (target.cache if run.cache is None else run.cache).n_causal
-    run.hidden = target.hidden_at(committed - 1, cache=run.cache)  # [d]
+    run.hidden = target.hidden_at(run.cache.n_causal - 1, cache=run.cache)  # [d]
     child = first_child.get(last)
     kept = tokens[path[1:]].tolist()  # the accepted path below the root
     proposed = kept + ([int(tokens[child])] if child else [])
@@ -212,8 +215,8 @@ def medusa_generate(target: TransformerModel, heads: MedusaHeads, prompt: np.nda
     step after the first); there is no draft model, so ``n_draft_calls`` stays 0.
     ``top_k`` and ``top_p`` (rule ``"exact"`` only; ignored at ``temperature=0``) warp the
     heads' q and the target's p alike, after temperature, as in
-    :func:`specdec_lite.engine.decode.speculative_generate`. Runs on the calling thread's
-    default cache; see :func:`medusa_start` for a run on a cache of its own.
+    :func:`specdec_lite.engine.decode.speculative_generate`. Runs on a new cache, or on
+    the filled one of ``target.bound(cache)`` (see :func:`medusa_start`).
     """
     run = medusa_start(target, heads, prompt, max_new_tokens=max_new_tokens,
                        temperature=temperature, tree=tree, rule=rule, seed=seed, eos_id=eos_id,

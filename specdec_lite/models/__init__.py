@@ -4,6 +4,7 @@
 * :mod:`.tokenizer` and :mod:`.corpus`: the character vocabulary and the bundled text;
 * :mod:`.kernels`, :mod:`.attention`, :mod:`.kv_cache` and :mod:`.transformer`: the numpy
   GPT, its KV cache and the kernels it shares;
+* :mod:`.bound`: the GPT on one sequence's cache, what the decoders run on;
 * :mod:`.fast`: the same forward compiled with numba (the ``fast`` extra);
 * :mod:`.batch_kv`: many sequences of one GPT in one padded cache.
 

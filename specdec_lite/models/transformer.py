@@ -36,11 +36,13 @@ and forwards only rows the cache lacks (the EAGLE drafter's input,
 
 Per-sequence state. The weights are shared and read-only; the KV cache (and with it the
 position of the next token) is per sequence, a :class:`KVCache` from
-``model.new_state()``. Every method takes it as ``cache=``; without it a method uses
-the calling thread's default cache (``model.cache``, one per thread), so the
-single-sequence API stays as it was and threads that share one model never share a
-cache. A cache is rebuilt from its tokens alone (``model.probs(tokens, cache=fresh)``
-re-prefills it), so a sequence's state to save is its tokens, not its cache.
+``model.new_state()``. Every method takes it as ``cache=``; ``model.bound(cache)`` is the
+model with it filled in (:mod:`specdec_lite.models.bound`), which is what the decoders
+run on, each run on a cache of its own. A direct call without a cache (a notebook's
+``model.probs(tokens)``) uses the calling thread's default cache (``model.cache``), so
+threads that share one model never share a cache. A cache is rebuilt from its tokens
+alone (``model.probs(tokens, cache=fresh)`` re-prefills it), so a sequence's state to
+save is its tokens, not its cache.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from ..functional import softmax
 from ..rules.distributions import apply_temperature
 from . import fast
 from .attention import BatchLayout, attend_many, attend_one, batch_layout
+from .bound import BoundModel
 from .kernels import LN_EPS, causal_bias, fold_gain, gelu, linear, normalize
 from .kv_cache import KVCache
 
@@ -235,9 +238,16 @@ class TransformerModel:
         """An empty cache for one sequence (its keys, values and position)."""
         return KVCache(self.config, self.cache_capacity)
 
+    def bound(self, cache: KVCache | None = None) -> BoundModel:
+        """This model on ``cache`` (default: a new one), as a model whose every call uses
+        it (:class:`~specdec_lite.models.bound.BoundModel`): what a decoder runs on."""
+        return BoundModel(self, self.new_state() if cache is None else self._state(cache))
+
     @property
     def cache(self) -> KVCache:
-        """The calling thread's default cache, made on first use."""
+        """The calling thread's default cache, made on first use: the cache of direct calls
+        made without ``cache=`` (a notebook's ``target.probs(tokens)``). The decoders never
+        use it; they run on caches of their own (:meth:`bound`)."""
         cache = getattr(self._local, "cache", None)
         if cache is None:
             cache = self._local.cache = self.new_state()

@@ -35,7 +35,9 @@ CONFIG = MEDUSA_CONFIG
 
 class OracleHeads(MedusaHeads):
     """Heads that know the target's greedy continuation ``reference`` and put the right
-    token first with probability ``hit`` (else second), so acceptance varies on purpose."""
+    token first with probability ``hit`` (else second), so acceptance varies on purpose.
+    ``target`` is the GPT on the run's cache (``model.bound(cache)``), which tells them the
+    position they are read at."""
 
     def __init__(
         self,
@@ -153,8 +155,10 @@ def test_greedy_medusa_equals_greedy_decoding_with_oracle_heads(hit, widths) -> 
     for seed in range(4):
         prompt = np.random.default_rng(seed).integers(0, 13, 6)
         expected = generate(reference_model, prompt, max_new_tokens=30, temperature=0).tokens
-        heads = OracleHeads(target, np.concatenate([prompt, expected]), 3, hit, seed)
-        gen = medusa_generate(target, heads, prompt, max_new_tokens=30, tree=dense_tree(widths))
+        on_cache = target.bound()
+        heads = OracleHeads(on_cache, np.concatenate([prompt, expected]), 3, hit, seed)
+        gen = medusa_generate(on_cache, heads, prompt, max_new_tokens=30,
+                              tree=dense_tree(widths))
         np.testing.assert_array_equal(gen.tokens, expected)
         if hit == 1.0:  # every step accepts the full depth
             assert gen.tau > 3.0
@@ -177,8 +181,9 @@ def test_trace_and_counts() -> None:
     target = target_model(scale=3.0)
     prompt = np.array([1, 2, 3])
     expected = generate(target_model(scale=3.0), prompt, max_new_tokens=20, temperature=0)
-    heads = OracleHeads(target, np.concatenate([prompt, expected.tokens]), 3, 0.7)
-    gen = medusa_generate(target, heads, prompt, max_new_tokens=20, tree=dense_tree([2, 2, 2]))
+    on_cache = target.bound()
+    heads = OracleHeads(on_cache, np.concatenate([prompt, expected.tokens]), 3, 0.7)
+    gen = medusa_generate(on_cache, heads, prompt, max_new_tokens=20, tree=dense_tree([2, 2, 2]))
     assert len(gen.tokens) == 20
     assert gen.n_target_calls == len(gen.steps) and gen.n_head_calls == len(gen.steps) - 1
     assert gen.n_draft_calls == 0  # Medusa has no draft model: its proposals are head calls

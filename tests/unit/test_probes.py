@@ -370,8 +370,8 @@ def test_the_temperature_checks_catch_a_last_probs_that_ignores_t(monkeypatch) -
     """The mutation that survived: ``last_probs`` returning the T = 1 rows for every T > 0."""
     right = TransformerModel.last_probs
 
-    def ignores_t(self, tokens, n_rows=1, temperature=1.0):
-        return right(self, tokens, n_rows, 0.0 if temperature == 0 else 1.0)
+    def ignores_t(self, tokens, n_rows=1, temperature=1.0, *, cache=None):
+        return right(self, tokens, n_rows, 0.0 if temperature == 0 else 1.0, cache=cache)
 
     monkeypatch.setattr(TransformerModel, "last_probs", ignores_t)
     shipped = load_pretrained()
