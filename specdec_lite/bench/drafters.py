@@ -14,8 +14,11 @@ best fixed k), with Hugging Face's adaptive k, with the k Theorem 3.8 picks from
 running α and the measured c, with a confidence stop, and with the automatic policy
 (step costs timed on this machine, k = 0 allowed); the EAGLE drafter and the early-exit
 draft, each at k = 3 and with the automatic policy; prompt lookup at k = 4 and 8, adaptive
-and automatic. Each runs on two task categories (:func:`category_prompts`): completion
-of held-out code, and grounded prompts whose continuation copies text they contain.
+and automatic; and at T = 0 the hindsight oracle (:mod:`specdec_lite.bench.oracle`) for
+the GPT draft and prompt lookup, which drafts exactly the tokens the target will accept
+(its schedule found by an untimed greedy run first): the ceiling of a stopping rule. Each
+runs on two task categories (:func:`category_prompts`): completion of held-out code, and
+grounded prompts whose continuation copies text they contain.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ..engine.decode import Generation, generate, speculative_generate
 from ..models.corpus import load_text
 from ..pretrained import load_eagle, load_early_exit, load_pretrained
 from .config import choose_prompts, resolve_backend, schedule
+from .oracle import OracleK, oracle_schedule
 from .stats import bootstrap_ci
 from .timing import cost_curve, machine_info
 
@@ -66,7 +70,9 @@ class Method:
     """One row's decoder: ``drafter`` is None (plain), ``"gpt"`` (the distilled draft),
     ``"eagle"`` (the EAGLE drafter), ``"early-exit"`` (the target's first blocks and the
     shipped exit head) or ``"lookup"`` (prompt lookup); ``policy`` a name of
-    :func:`specdec_lite.drafting.draft_length.named_policy` or ``"theory"`` (:class:`TheoryK`)."""
+    :func:`specdec_lite.drafting.draft_length.named_policy`, ``"theory"`` (:class:`TheoryK`)
+    or ``"oracle"`` (:class:`~specdec_lite.bench.oracle.OracleK`, at T = 0 only), each with
+    ``k`` as its largest k."""
 
     label: str
     drafter: str | None = None
@@ -81,6 +87,7 @@ METHODS = (
     Method("GPT draft, k from theory", "gpt", "theory", 10),
     Method("GPT draft, k = 6, confidence stop", "gpt", "confidence", 6),
     Method("GPT draft, auto k", "gpt", "auto", 8),
+    Method("GPT draft, oracle k", "gpt", "oracle", 8),
     Method("EAGLE drafter, k = 3", "eagle", "fixed", 3),
     Method("EAGLE drafter, auto k", "eagle", "auto", 8),
     Method("early exit, k = 3", "early-exit", "fixed", 3),
@@ -89,6 +96,7 @@ METHODS = (
     Method("prompt lookup, k = 8", "lookup", "fixed", 8),
     Method("prompt lookup, adaptive k", "lookup", "heuristic", 4),
     Method("prompt lookup, auto k", "lookup", "auto", 8),
+    Method("prompt lookup, oracle k", "lookup", "oracle", 8),
 )
 
 
@@ -120,11 +128,18 @@ def make_drafter(name: str, models: object) -> object:
 
 
 def decode_one(target: object, method: Method, drafters: dict, prompt: np.ndarray,
-               new_tokens: int, temperature: float, seed: int, c: float) -> Generation:
+               new_tokens: int, temperature: float, seed: int, c: float,
+               oracle_plan: dict[int, int] | None = None) -> Generation:
+    """One run of ``method``; ``oracle_plan`` is the oracle's schedule for this prompt
+    (see :func:`oracle_schedules`)."""
     if method.drafter is None:
         return generate(target, prompt, max_new_tokens=new_tokens, temperature=temperature,
                         seed=seed)
     draft = drafters[method.label]
+    if method.policy == "oracle":
+        return speculative_generate(target, draft, prompt, k=OracleK(oracle_plan),
+                                    max_new_tokens=new_tokens, temperature=temperature,
+                                    seed=seed)
     if method.policy == "theory":
         return speculative_generate(target, draft, prompt, k=TheoryK(c=c, k_max=method.k),
                                     max_new_tokens=new_tokens, temperature=temperature,
@@ -143,9 +158,13 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
     curve, draft_s, _, _ = cost_curve(models, None, first, 1, s.cost_repeats, s.seed)
     c = float(draft_s / curve[0])  # one draft forward in target forwards, isolated
     drafters = {m.label: make_drafter(m.drafter, models) for m in METHODS if m.drafter}
-    cells = [(t, m) for t in s.temperatures for m in METHODS]
+    cells = [(t, m) for t in s.temperatures for m in METHODS
+             if m.policy != "oracle" or t == 0]  # the oracle knows the future at T = 0 only
+    oracle = oracle_schedules(models.target, drafters, {"warm-up": [first]} | prompts,
+                              s.new_tokens)  # untimed
     for t, m in cells:  # warm-up, untimed (an auto policy measures its step costs here)
-        decode_one(models.target, m, drafters, first, s.new_tokens, t, s.seed, c)
+        decode_one(models.target, m, drafters, first, s.new_tokens, t, s.seed, c,
+                   oracle.get((m.label, "warm-up", 0)))
     runs = []
     for cat in s.categories:
         order = schedule(len(cells), len(prompts[cat]), s.repeats, s.seed)
@@ -153,7 +172,7 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
             t, m = cells[j]
             start = time.perf_counter()
             gen = decode_one(models.target, m, drafters, prompts[cat][p], s.new_tokens, t,
-                             s.seed + 1000 * repeat + p, c)
+                             s.seed + 1000 * repeat + p, c, oracle.get((m.label, cat, p)))
             wall = time.perf_counter() - start
             runs.append({"category": cat, "method": m.label, "temperature": t, "prompt": p,
                          "repeat": repeat, "wall_s": wall, "n_tokens": len(gen.tokens),
@@ -167,6 +186,16 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
     return {"schema": SCHEMA, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": machine_info(), "backend": backend, "settings": asdict(s),
             "c": c, "rows": rows, "runs": runs}
+
+
+def oracle_schedules(target: object, drafters: dict, prompts: dict[str, list[np.ndarray]],
+                     new_tokens: int) -> dict[tuple[str, str, int], dict[int, int]]:
+    """The oracle's schedule (:func:`~specdec_lite.bench.oracle.oracle_schedule`) of each
+    oracle method for each prompt, keyed ``(method, category, prompt index)``."""
+    return {(m.label, cat, p): oracle_schedule(target, drafters[m.label], prompt, new_tokens,
+                                               m.k)
+            for m in METHODS if m.policy == "oracle"
+            for cat, some in prompts.items() for p, prompt in enumerate(some)}
 
 
 def summarise(runs: list[dict], method: Method, temperature: float, category: str,
@@ -284,6 +313,8 @@ def format_speedups(results: dict[str, dict]) -> str:
         lines.append(f"{'':18}" + "".join(f" {name:<5} " for name in names) * len(CATEGORIES))
         for method in methods_in(results):
             keys = [(name, cat, method, t) for cat in CATEGORIES for name in names]
+            if not any(key in rows for key in keys):  # the oracle has no rows at T > 0
+                continue
             lines.append(f"{short_label(method):18}" + "".join(
                 f"{rows[key]['speedup']:6.2f}" + mark[ci_side(rows[key])] if key in rows
                 else f"{'-':>6} " for key in keys))
@@ -298,7 +329,9 @@ def format_counts(data: dict) -> str:
     for t in data["settings"]["temperatures"]:
         lines.append(f"T = {t:g}")
         for method in methods_in({"": data}):
-            cells = [rows["", cat, method, t] for cat in CATEGORIES]
+            cells = [rows.get(("", cat, method, t)) for cat in CATEGORIES]
+            if not any(cells):  # the oracle has no rows at T > 0
+                continue
             lines.append(f"{short_label(method):18}" + "".join(
                 f" {'-' if r['alpha'] is None else format(r['alpha'], '.2f'):>5} {r['tau']:5.2f}"
                 for r in cells))
@@ -332,7 +365,7 @@ def side_counts(results: dict[str, dict]) -> dict[tuple[str, str, float, str], d
     CI above 1, containing it, or below it: ``{"above": n, "contains": n, "below": n}``."""
     counts: dict = {}
     for (name, category, _, temperature), r in row_index(results).items():
-        if r["drafter"]:
+        if r["drafter"] and r.get("policy") != "oracle":  # a ceiling, not a method to run
             key = (name, category, temperature, r["drafter"])
             counts.setdefault(key, dict.fromkeys(SIDES, 0))[ci_side(r)] += 1
     return counts
@@ -361,6 +394,6 @@ def format_sides(results: dict[str, dict]) -> str:
 __all__ = ["CATEGORIES", "DRAFTER_NAMES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "SIDES",
            "DrafterSettings", "Method", "category_prompts", "ci_side", "cis_overlap",
            "format_counts", "format_rows", "format_sides", "format_speedups", "measure",
-           "methods_in",
+           "methods_in", "oracle_schedules",
            "pool_counts", "read_json", "row_index", "short_label", "side_counts", "summarise",
            "write_json"]

@@ -152,7 +152,9 @@ def result(*rows: tuple[str, str | None, float, float, float]) -> dict:
 def test_side_counts_tallies_each_drafter_and_leaves_plain_decoding_out():
     data = result(("completion", None, 0.0, 0.9, 1.1),  # plain decoding: not counted
                   ("completion", "gpt", 0.0, 1.1, 1.3), ("completion", "gpt", 0.0, 0.5, 0.8),
-                  ("completion", "gpt", 0.0, 0.9, 1.2), ("grounded", "lookup", 1.0, 1.2, 1.5))
+                  ("completion", "gpt", 0.0, 0.9, 1.2), ("grounded", "lookup", 1.0, 1.2, 1.5),
+                  ("grounded", "lookup", 0.0, 1.5, 1.9))
+    data["rows"][-1]["policy"] = "oracle"  # a ceiling: not counted either
     counts = drafters.side_counts({"numpy": data})
     assert counts == {("numpy", "completion", 0.0, "gpt"): {"above": 1, "contains": 1, "below": 1},
                       ("numpy", "grounded", 1.0, "lookup"): {"above": 1, "contains": 0, "below": 0}}
