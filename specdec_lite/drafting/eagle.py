@@ -169,7 +169,9 @@ class EagleDraft:
     cost no target forward; ``BatchEngine`` passes each sequence's own state and the
     features of its batched target cache, so sequences sharing a batch share no drafter
     state. A drafter cache follows one sequence: a context that does not extend the last
-    one is caught up from where the two agree. Drafts stay exact either way.
+    one is caught up from where the two agree. Drafts stay exact either way. So
+    :meth:`propose_with` is the drafting every decoder runs: a subclass that drafts
+    differently overrides it.
 
     :meth:`propose`, for a direct call, uses the calling thread's drafter cache and the
     target's default cache of that thread.
