@@ -93,7 +93,9 @@ class BatchEngine:
     are active at once; the rest wait. With ``spec_max_batch`` set, a step with more
     active sequences than that is a plain step (no drafting, one row per sequence): under
     load the batch already fills the target's matrix products, and the extra rows of
-    speculation cost about what they weigh (chapter 7). Which kind a step is depends only
+    speculation cost about what they weigh (chapter 7); 0 makes every step plain, and
+    :func:`specdec_lite.engine.load.measure_spec_max_batch` measures the size at which
+    speculation stops paying on this machine. Which kind a step is depends only
     on how many sequences are active, never on a draw, so each sequence's output law stays
     the target's.
     """
@@ -128,7 +130,7 @@ class BatchEngine:
         self.rule, self.params = rule, check_rule(rule, rule_params)
         self.max_batch = check_int(max_batch, "max_batch", 1)
         self.spec_max_batch = (None if spec_max_batch is None
-                               else check_int(spec_max_batch, "spec_max_batch", 1))
+                               else check_int(spec_max_batch, "spec_max_batch", 0))
         self.n_plain_by_load = 0  # steps decoded plainly because the batch was too large
         self._target_rows = batch_rows(target, "target", self.max_batch)
         self._draft_rows = (batch_rows(draft, "draft", self.max_batch)

@@ -216,7 +216,11 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         body = {"status": status, "waiting": waiting, "running": running,
                 "steps": scheduler.n_steps, "resumed": runtime.n_resumed,
                 "pruned": runtime.n_pruned, "forward": runtime.factory.forward,
-                "verifier": runtime.factory.verifier, "methods": list(runtime.methods)}
+                "verifier": runtime.factory.verifier, "methods": list(runtime.methods),
+                "spec_max_batch": runtime.factory.spec_max_batch}
+        if runtime.factory.batch_gains is not None:  # --spec-max-batch auto: its evidence
+            body["batch_gains"] = {str(b): round(g, 3)
+                                   for b, g in runtime.factory.batch_gains.items()}
         if runtime.journal is not None and runtime.journal.set_aside:
             body["set_aside"] = len(runtime.journal.set_aside)  # unreadable at start
         if runtime.deferred:

@@ -44,9 +44,10 @@ from ..engine.medusa_decode import MedusaRun, medusa_start, medusa_step
 from ..engine.sequence import step_records
 from ..pretrained import shipped_target
 from .scheduler import Settings, StepUpdate
-from .schema import METHODS
+from .schema import DEFAULT_K, METHODS
 
 VERIFIERS = ("inprocess", "process")
+AUTO_PROMPT_CHARS = 96  # the held-out prompt that --spec-max-batch auto times
 
 
 def _update(steps: list[Step], new: np.ndarray, finished: bool, draft_calls: int,
@@ -193,6 +194,7 @@ class EngineFactory:
         self.tokenizer, self.target, self.draft = tokenizer, target, draft
         # a batched engine decodes plainly while more sequences than this are active
         self.spec_max_batch = spec_max_batch
+        self.batch_gains: dict[int, float] | None = None  # what an automatic choice rests on
         self.ngram_draft, self.heads = ngram_draft, heads
         self.early_exit = early_exit  # a draft model, or None: method "early-exit" is refused
         self.eagle = eagle  # the EAGLE drafter, or None: method "eagle" is refused
@@ -226,21 +228,34 @@ class EngineFactory:
         return getattr(self.target, "backend", "numpy")
 
     @classmethod
-    def shipped(cls, backend: str = "auto", **options) -> EngineFactory:
+    def shipped(cls, backend: str = "auto", *, spec_max_batch: int | str | None = None,
+                max_batch: int = 16, **options) -> EngineFactory:
         """The shipped GPT target, its distilled draft, its EAGLE drafter, its early-exit
         draft (the default depth), Medusa heads and the corpus 3-gram, on ``backend``
         (``"auto"``: the compiled forward where the ``fast`` extra is installed, see
-        :func:`specdec_lite.pretrained.resolve_backend`)."""
-        from ..models.corpus import fit_ngrams
+        :func:`specdec_lite.pretrained.resolve_backend`). ``spec_max_batch="auto"``
+        measures it for engines of up to ``max_batch`` sequences
+        (:func:`specdec_lite.engine.load.measure_spec_max_batch`, with the draft GPT at
+        the API's default k on a held-out prompt) and keeps the gains it found in
+        ``batch_gains``; every speculative method then uses that size."""
+        from ..engine.load import measure_spec_max_batch
+        from ..models.corpus import fit_ngrams, load_text
         from ..pretrained import load_eagle, load_early_exit, load_pretrained, resolve_backend
 
         start = time.perf_counter()
         backend = resolve_backend(backend)
         shipped = load_pretrained(backend=backend)
         _, _, ngram_draft = fit_ngrams()
+        gains = None
+        if spec_max_batch == "auto":
+            prompt = shipped.tokenizer.encode(load_text("heldout")[:AUTO_PROMPT_CHARS])
+            spec_max_batch, gains = measure_spec_max_batch(
+                shipped.target, shipped.draft, prompt, k=DEFAULT_K, max_batch=max_batch)
         factory = cls(shipped.tokenizer, shipped.target, shipped.draft, ngram_draft,
                       shipped.heads, early_exit=load_early_exit(backend=backend),
-                      eagle=load_eagle(shipped.target), **options)
+                      eagle=load_eagle(shipped.target), spec_max_batch=spec_max_batch,
+                      **options)
+        factory.batch_gains = gains
         factory.load_s = time.perf_counter() - start
         return factory
 

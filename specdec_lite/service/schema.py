@@ -27,6 +27,7 @@ METHODS = ("plain", "draft", "ngram", "lookup", "eagle", "early-exit", "medusa")
 # Largest prompt the API takes, in characters (the tokenizer is one token per character).
 MAX_PROMPT_CHARS = 200
 MAX_NEW_TOKENS = 200
+DEFAULT_K = 4  # draft tokens per step when a request names no k
 
 
 class StreamOptions(BaseModel):
@@ -52,7 +53,7 @@ class CompletionRequest(BaseModel):
     stream: bool = False
     method: Literal["plain", "draft", "ngram", "lookup", "eagle", "early-exit",
                     "medusa"] = "draft"
-    k: int = Field(default=4, ge=1, le=16)
+    k: int = Field(default=DEFAULT_K, ge=1, le=16)
     policy: Literal["fixed", "heuristic", "confidence", "auto"] = "fixed"
     request_id: str | None = Field(default=None, min_length=1, max_length=64,
                                    pattern=r"^[A-Za-z0-9_.-]+$")

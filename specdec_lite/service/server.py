@@ -40,6 +40,11 @@ def _bounded(low: float, high: float, kind=int):
     return parse
 
 
+def _spec_max_batch(text: str) -> int | str:
+    """``--spec-max-batch``: ``auto``, or a whole number from 0 to 256."""
+    return "auto" if text == "auto" else _bounded(0, 256)(text)
+
+
 def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
     from ..pretrained import BACKEND_CHOICES
     from .engines import VERIFIERS
@@ -54,10 +59,12 @@ def parser(prog: str = "specdec_lite serve") -> argparse.ArgumentParser:
     p.add_argument("--no-journal", action="store_true", help="keep no journal")
     p.add_argument("--max-batch", type=_bounded(1, 256), default=16,
                    help="sequences decoded together (1 turns batching off)")
-    p.add_argument("--spec-max-batch", type=_bounded(0, 256), default=0,
+    p.add_argument("--spec-max-batch", type=_spec_max_batch, default=0,
                    help="decode plainly while more than this many sequences share an engine "
                         "step (a full batch gains little from speculation; chapter 7); "
-                        "default 0: always speculate")
+                        "auto: the size up to which speculation was faster here, measured "
+                        "at start in a few seconds (/health shows it); default 0: always "
+                        "speculate")
     p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
                    help="the GPTs' forward: numpy (the reference), numba (the compiled fast "
                    "extra) or auto, numba where installed (default); /health names it")
@@ -159,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         factory = EngineFactory.shipped(args.backend,
                                         spec_max_batch=args.spec_max_batch or None,
+                                        max_batch=args.max_batch,
                                         verifier=args.verifier,
                                         verify_timeout=args.verify_timeout)
         runtime = Runtime(data_dir=data_dir, max_batch=args.max_batch, factory=factory,

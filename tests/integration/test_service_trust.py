@@ -539,6 +539,29 @@ def test_spec_max_batch_decodes_a_full_batch_plainly(tmp_path, models):
     assert drafted < 0.5 * alone, (drafted, alone)
 
 
+def test_spec_max_batch_auto_is_measured_at_start_and_keeps_greedy_output(tmp_path, models):
+    """``--spec-max-batch auto``: the server times batched steps of 1, 2 and 4 sequences
+    at start and serves with the largest size up to which speculation was faster; /health
+    shows the choice and the gains it rests on, and greedy answers stay the library's."""
+    bodies = [dict(prompt=PROMPTS[i], max_tokens=60, method="draft", k=3, temperature=0.0,
+                   seed=i) for i in range(3)]
+    with start_server(max_batch=4, log_path=tmp_path / "log",
+                      extra_args=("--spec-max-batch", "auto")) as srv:
+        health = _health(srv.url)[1].json()
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = list(pool.map(lambda b: httpx.post(srv.url + "/v1/completions", json=b,
+                                                         timeout=TIMEOUT), bodies))
+    gains = {int(b): g for b, g in health["batch_gains"].items()}
+    assert sorted(gains) == [1, 2, 4] and all(g > 0 for g in gains.values())
+    below = [b for b in sorted(gains) if b <= health["spec_max_batch"]]
+    assert health["spec_max_batch"] in (0, *gains)
+    assert all(gains[b] > 1 for b in below)  # faster at every size up to the choice
+    assert health["spec_max_batch"] == max(gains) or gains[min(set(gains) - set(below))] <= 1
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["text"] == reference_text(models, body)
+
+
 def test_max_concurrency_answers_503_past_the_limit(tmp_path):
     """``--max-concurrency 4`` holds four connections: with three idle ones open, a
     request is answered; with four open, a fifth connection gets 503 at once; when they

@@ -406,8 +406,14 @@ def test_spec_max_batch_decodes_plainly_above_it(shipped) -> None:
     assert len(full) < len(engine.batch_sizes)  # the last two sequences speculated
     assert done[0].n_draft_calls == done[1].n_draft_calls == 0  # gone before the batch shrank
     assert done[2].n_draft_calls > 0 and done[2].n_target_calls < 24
+    never = BatchEngine(models.target, models.draft, k=3, temperature=0.0, rule="greedy",
+                        spec_max_batch=0)  # no batch is small enough: every step plain
+    never.add(prompts[0], max_new_tokens=8, seed=0, request_id=0)
+    alone = never.run()[0]
+    assert alone.n_draft_calls == 0 and alone.n_target_calls == 8
+    assert never.n_plain_by_load == 8
     with pytest.raises(ValueError, match="spec_max_batch"):
-        BatchEngine(models.target, models.draft, k=3, spec_max_batch=0)
+        BatchEngine(models.target, models.draft, k=3, spec_max_batch=-1)
 
 
 def test_spec_max_batch_keeps_tokens_equal_to_the_plain_batch(shipped) -> None:
