@@ -428,7 +428,8 @@ def test_sigterm_drains_the_requests_in_flight(tmp_path, models):
     passing the signal on; a crash or SIGKILL would end it otherwise); restarted on its
     directory it has nothing left to resume."""
     bodies = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=150, temperature=1.0,
-                   seed=40 + i, method="draft" if i % 2 else "medusa", k=3)
+                   seed=40 + i, method="draft" if i % 2 else "medusa", k=3,
+                   request_id=f"drain-{i}")
               for i in range(6)]
     data_dir = tmp_path / "data"
     srv = start_server(data_dir=data_dir, max_batch=2, max_queue=8,
@@ -437,7 +438,11 @@ def test_sigterm_drains_the_requests_in_flight(tmp_path, models):
         with ThreadPoolExecutor(len(bodies)) as pool:
             replies = [pool.submit(httpx.post, srv.url + "/v1/completions", json=body,
                                    timeout=TIMEOUT) for body in bodies]
-            _wait_for(lambda: _health(srv.url)[1].json()["running"] > 0, 10, "work starts")
+            # every request accepted first: one still connecting when the SIGTERM lands
+            # would be refused, which is the point of draining, not a lost request
+            _wait_for(lambda: all(httpx.get(f"{srv.url}/v1/completions/{b['request_id']}",
+                                            timeout=10).status_code in (200, 202)
+                                  for b in bodies), 20, "every request accepted")
             srv.process.terminate()  # SIGTERM while requests run and wait
             answers = [reply.result(TIMEOUT) for reply in replies]
         assert srv.process.wait(timeout=35) == -signal.SIGTERM
