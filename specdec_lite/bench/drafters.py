@@ -160,11 +160,10 @@ def measure(s: DrafterSettings = DrafterSettings(), progress: bool = False) -> d
     drafters = {m.label: make_drafter(m.drafter, models) for m in METHODS if m.drafter}
     cells = [(t, m) for t in s.temperatures for m in METHODS
              if m.policy != "oracle" or t == 0]  # the oracle knows the future at T = 0 only
-    oracle = oracle_schedules(models.target, drafters, {"warm-up": [first]} | prompts,
-                              s.new_tokens)  # untimed
+    oracle = oracle_schedules(models.target, drafters, prompts, s.new_tokens)  # untimed
     for t, m in cells:  # warm-up, untimed (an auto policy measures its step costs here)
         decode_one(models.target, m, drafters, first, s.new_tokens, t, s.seed, c,
-                   oracle.get((m.label, "warm-up", 0)))
+                   oracle.get((m.label, s.categories[0], 0)))  # ``first`` is that prompt
     runs = []
     for cat in s.categories:
         order = schedule(len(cells), len(prompts[cat]), s.repeats, s.seed)

@@ -18,6 +18,7 @@ from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.engine.resilient import resilient_generate
 from specdec_lite.models.bound import BoundModel, fresh
 from specdec_lite.pretrained import load_eagle, load_early_exit
+from specdec_lite.rules.distributions import Sampling
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_a_run_leaves_the_default_caches_alone(shipped, name, temperature) -> No
     def with_other_text_cached():
         for model in (models.target, models.draft, early_exit):
             model.probs(other)  # the thread's default caches hold another text
-        eagle.propose(other, 2, _sampling(temperature), np.random.default_rng(0))
+        eagle.propose(other, 2, Sampling.checked(temperature, None, None), np.random.default_rng(0))
         before = (models.target.cache.length, models.draft.cache.length,
                   early_exit.cache.length, eagle.state.length)
         gen = decode(models, eagle, early_exit, prompt, temperature)
@@ -88,12 +89,6 @@ def test_a_run_leaves_the_default_caches_alone(shipped, name, temperature) -> No
     assert untouched == (0, 0, 0, 0)
     assert busy.tokens.tolist() == alone.tokens.tolist()
     assert busy.steps == alone.steps
-
-
-def _sampling(temperature: float):
-    from specdec_lite.rules.distributions import Sampling
-
-    return Sampling.checked(temperature, None, None)
 
 
 def test_a_bound_cache_starts_the_run_where_it_is(shipped) -> None:
