@@ -243,12 +243,12 @@ distclean: clean
 # kernel-curves (T(n) per kernel and backend); then bench-readme renders the README's tables.
 BENCH_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-.PHONY: bench bench-check bench-haswell kernel-curves bench-quick bench-readme
+.PHONY: bench bench-check bench-haswell kernel-curves roofline-sizes bench-quick bench-readme
 
 bench: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --simulate-width 16 \
 	    --json results/bench.json --plot results
-	$(MAKE) bench-check bench-haswell kernel-curves
+	$(MAKE) bench-check bench-haswell kernel-curves roofline-sizes
 	$(MAKE) bench-readme
 
 # A second full run, compared row by row with results/bench.json: is each new median inside
@@ -265,6 +265,11 @@ bench-haswell: venv
 
 kernel-curves: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite.bench.curves --json results/kernel_curves.json
+
+# r(n) of numpy's product and the skinny kernel on layers from 0.15 MB to 1 GB (chapter 6,
+# section 6.3): about a minute, 3 GB of memory.
+roofline-sizes: venv
+	$(BENCH_ENV) $(BIN)/python -m specdec_lite.bench.roofline --json results/roofline_sizes.json
 
 bench-quick: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json

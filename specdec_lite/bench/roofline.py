@@ -23,39 +23,41 @@ rows cost almost nothing. :func:`roofline_ratio` draws that bound as r(n) = T(n)
 Whether a real product follows the bound is up to its kernel. numpy hands ``x @ w`` to
 its BLAS, which for one row streams the matrix through a matrix-vector kernel, and for
 more rows may switch to a matrix-matrix kernel that first copies (packs) the weights.
-:func:`stream_rows` is the other way: the weights are packed once, when a layer is set
-up (:func:`pack_weights`), into the order the kernel reads them, and each block of
-weights is read from memory once and used for every row while it sits in the cache.
-With numba installed (the ``fast`` extra) it runs compiled; without it, as in the
-browser edition, a numpy loop over the same blocks gives the same result.
+The skinny kernel (:mod:`specdec_lite.models.skinny`) is the other way: the weights are
+laid out once, when a layer is set up, in the order it reads them, and each weight is
+read once for all the rows, whose running sums stay in vector registers. With numba
+installed (the ``fast`` extra) it runs compiled; without it, as in the browser edition,
+one numpy product per tile of the same layout gives the same result.
 
 :func:`measure_rows_cost` times either kernel for n = 1 .. 8 rows on a random layer and
 returns medians with bootstrap 95% intervals; :func:`measure_peak_flops` times a large
-square product, the BLAS's best arithmetic rate. Timings describe this machine only.
+square product, the BLAS's best arithmetic rate; :func:`measure_sizes` runs the first
+over layers from a few kilobytes to hundreds of megabytes, which ``python -m
+specdec_lite.bench.roofline`` saves for the chapter. Timings describe this machine only.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..checks import check_int, check_positive
-from ..models import fast
+from ..models import skinny
 from . import timing
 from .stats import bootstrap_ci
 
 #: True in the browser edition (Pyodide): no numba, no /proc, less memory.
 IN_BROWSER = sys.platform == "emscripten"
 ITEMSIZE = 4  # bytes per float32 weight
-#: Inputs per packed block: a block of eight rows of x and one weight row's block fit the
-#: L1 cache together, so every row reuses the block without reading memory again.
-BLOCK = 256
-KERNELS = ("numpy", "streaming")
+KERNELS = ("numpy", "skinny")
 #: (name, d_in, d_out) of the layers the chapter measures: from the book's target, small
 #: enough for the caches, to a matrix of 256 MB that only main memory holds. The browser
 #: edition measures two smaller ones.
@@ -63,14 +65,15 @@ LAYERS = (("target MLP", 192, 768), ("GPT-2 small MLP", 768, 3072), ("wide layer
 BROWSER_LAYERS = (("target MLP", 192, 768), ("wide layer", 1024, 4096))
 
 
-def machine_line(short: bool = False) -> str:
+def machine_line(short: bool = False, machine: dict | None = None) -> str:
     """The machine timings here describe, in one line: the CPU model, its cores, numpy and
     its BLAS with the kernel OpenBLAS loaded and the BLAS thread settings
     (:func:`specdec_lite.bench.timing.machine_info`); ``short``: the CPU and the kernel.
-    The browser edition can only say that it runs in a browser."""
-    if IN_BROWSER:
+    ``machine``: a saved ``machine_info`` (of a results file) to describe instead of this
+    one. The browser edition can only say that it runs in a browser."""
+    if machine is None and IN_BROWSER:
         return f"a web browser (Pyodide, WebAssembly), numpy {np.__version__}"
-    machine = timing.machine_info()
+    machine = timing.machine_info() if machine is None else machine
     cpu, blas = machine["cpu_model"] or "an unnamed CPU", machine["blas"]
     if short:
         return f"{cpu}, BLAS kernel {blas['kernel']}"
@@ -135,116 +138,6 @@ def roofline_ratio(ns: Sequence[int], d_in: int, d_out: int, seconds_one_row: fl
     return bound / one
 
 
-# ---------------------------------------------------------------- the streaming kernel
-
-
-def pack_weights(w: np.ndarray, block: int = BLOCK) -> np.ndarray:  # [i, o] -> [nb, o, block]
-    """w [d_in, d_out] as float32 blocks [ceil(d_in / block), d_out, block]: block b holds
-    inputs b*block .. (b+1)*block - 1 of every output, contiguous, zero-padded at the end.
-    Done once per layer; :func:`stream_rows` then reads the blocks in memory order."""
-    w = np.asarray(w)
-    if w.ndim != 2 or w.size == 0:
-        raise ValueError(f"w must be a non-empty 2-D matrix [d_in, d_out], got shape {w.shape}")
-    block = check_int(block, "block", minimum=1)
-    d_in, d_out = w.shape
-    n_blocks = -(-d_in // block)
-    padded = np.zeros((n_blocks * block, d_out), dtype=np.float32)  # [nb * block, o]
-    padded[:d_in] = w
-    return np.ascontiguousarray(padded.reshape(n_blocks, block, d_out).transpose(0, 2, 1))
-
-
-def _pack_rows(x: np.ndarray, n_blocks: int, block: int) -> np.ndarray:  # [n, i] -> [nb, n, block]
-    n, d_in = x.shape
-    padded = x
-    if d_in != n_blocks * block:
-        padded = np.zeros((n, n_blocks * block), dtype=np.float32)  # [n, nb * block]
-        padded[:, :d_in] = x
-    return np.ascontiguousarray(padded.reshape(n, n_blocks, block).transpose(1, 0, 2))
-
-
-def stream_blocks(xb, packed, out):  # xb [nb, n, B], packed [nb, o, B] -> out [n, o]
-    """out = x @ w from the packed blocks. Each weight row's block ``w`` is read from
-    memory once; four rows of x at a time multiply it while it is in the L1 cache, with
-    four running sums that the compiler keeps in vector registers. Plain Python until
-    numba compiles it (:func:`streaming_backend`)."""
-    n_blocks, d_out, block = packed.shape
-    n = xb.shape[1]
-    out[:] = 0.0
-    for b in range(n_blocks):
-        xs, ws = xb[b], packed[b]  # [n, B], [o, B]
-        for o in range(d_out):
-            w = ws[o]  # [B]
-            r = 0
-            while r + 4 <= n:
-                x0, x1, x2, x3 = xs[r], xs[r + 1], xs[r + 2], xs[r + 3]
-                s0 = s1 = s2 = s3 = np.float32(0.0)
-                for i in range(block):
-                    s0 += x0[i] * w[i]
-                    s1 += x1[i] * w[i]
-                    s2 += x2[i] * w[i]
-                    s3 += x3[i] * w[i]
-                out[r, o] += s0
-                out[r + 1, o] += s1
-                out[r + 2, o] += s2
-                out[r + 3, o] += s3
-                r += 4
-            while r < n:
-                x0 = xs[r]
-                s0 = np.float32(0.0)
-                for i in range(block):
-                    s0 += x0[i] * w[i]
-                out[r, o] += s0
-                r += 1
-
-
-_COMPILED: list[Callable] = []  # the numba-compiled stream_blocks, once compiled
-
-
-def _compiled_kernel() -> Callable | None:
-    numba = fast.numba_module()
-    if numba is None:
-        return None
-    if not _COMPILED:
-        _COMPILED.append(numba.njit(cache=True, nogil=True, fastmath=fast.FASTMATH)(stream_blocks))
-    return _COMPILED[0]
-
-
-def streaming_backend() -> str:
-    """How :func:`stream_rows` runs here: ``"numba"`` (compiled) or ``"numpy blocks"``."""
-    return "numpy blocks" if fast.numba_module() is None else "numba"
-
-
-def stream_rows(x: np.ndarray, packed: np.ndarray,
-                backend: str | None = None) -> np.ndarray:  # [n, i] -> [n, o]
-    """x @ w for x [n, d_in] and ``packed = pack_weights(w)``, reading each weight block
-    once for all n rows. ``backend``: ``"numba"``, ``"numpy blocks"`` (one BLAS product per
-    block, each on a cache-sized piece of w), ``"python"`` (the kernel uncompiled: slow,
-    for tests) or None for :func:`streaming_backend`."""
-    packed = np.asarray(packed)
-    if packed.ndim != 3 or packed.dtype != np.float32:
-        raise ValueError("packed must come from pack_weights (float32 [blocks, d_out, block]), "
-                         f"got {packed.dtype} of shape {packed.shape}")
-    n_blocks, d_out, block = packed.shape
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim != 2 or x.shape[0] < 1 or not (n_blocks - 1) * block < x.shape[1] <= n_blocks * block:
-        raise ValueError(f"x must be [n, d_in] with n >= 1 and d_in matching packed, got shape "
-                         f"{x.shape} for {n_blocks} blocks of {block}")
-    backend = streaming_backend() if backend is None else backend
-    if backend not in ("numba", "numpy blocks", "python"):
-        raise ValueError(f"backend must be 'numba', 'numpy blocks' or 'python', got {backend!r}")
-    xb = _pack_rows(x, n_blocks, block)  # [nb, n, block]
-    out = np.zeros((x.shape[0], d_out), dtype=np.float32)  # [n, o]
-    if backend == "numpy blocks":
-        for b in range(n_blocks):
-            out += xb[b] @ packed[b].T  # [n, block] @ [block, o]
-        return out
-    kernel = stream_blocks if backend == "python" else _compiled_kernel()
-    if kernel is None:
-        raise ImportError(f"the numba backend needs numba: {fast.INSTALL_HINT}")
-    kernel(xb, packed, out)
-    return out
-
-
 # ---------------------------------------------------------------- measuring
 
 
@@ -259,8 +152,8 @@ class RowsCost:
     name: str
     d_in: int
     d_out: int
-    kernel: str  # "numpy" or "streaming"
-    backend: str  # what ran it: "numpy" (BLAS), "numba" or "numpy blocks"
+    kernel: str  # "numpy" or "skinny"
+    backend: str  # what ran it: "numpy" (BLAS) or, for the skinny kernel, "numba" or "numpy"
     ns: np.ndarray  # [N]
     seconds: np.ndarray  # [repeats, N]
     median: np.ndarray  # [N]
@@ -325,7 +218,8 @@ def measure_rows_cost(d_in: int, d_out: int, ns: Sequence[int] = tuple(range(1, 
                       min_seconds: float = 3e-3, name: str = "") -> RowsCost:
     """Time ``x @ w`` for a random float32 w [d_in, d_out] and x of n rows, n in ``ns``
     (starting at 1), with ``kernel`` ``"numpy"`` (numpy's matmul, so its BLAS) or
-    ``"streaming"`` (:func:`stream_rows` on weights packed beforehand).
+    ``"skinny"`` (:func:`specdec_lite.models.skinny.rows_times` on weights laid out
+    beforehand).
 
     Every n is run once first (compiling, warming the caches); then ``repeats`` times
     each n in an order shuffled by ``seed``. Each timing covers at least ``min_seconds``
@@ -345,19 +239,24 @@ def measure_rows_cost(d_in: int, d_out: int, ns: Sequence[int] = tuple(range(1, 
     if kernel == "numpy":
         backend, calls_of = "numpy", [lambda rows=x[:n]: rows @ w for n in ns]
     else:
-        backend, packed = streaming_backend(), pack_weights(w)
+        backend, packed = skinny.kernel_backend(), skinny.pack(w)
         del w  # the packed copy is all the kernel reads
-        calls_of = [lambda rows=x[:n]: stream_rows(rows, packed, backend) for n in ns]
+        calls_of = [lambda rows=x[:n]: skinny.rows_times(rows, packed, backend) for n in ns]
     calls_of[0]()  # untimed: compiles the kernel, fills the caches
     calls = [_calls_for(f, min_seconds) for f in calls_of]  # loops of about min_seconds
     seconds = np.empty((repeats, len(ns)))  # [repeats, N]
     for r in range(repeats):
         for j in rng.permutation(len(ns)):
             seconds[r, j] = _least_disturbed(calls_of[j], calls[j])
+    return _summarise(name or f"{d_in}x{d_out}", d_in, d_out, kernel, backend, ns, seconds, seed)
+
+
+def _summarise(name: str, d_in: int, d_out: int, kernel: str, backend: str, ns: np.ndarray,
+               seconds: np.ndarray, seed: int) -> RowsCost:
     ratios = seconds / seconds[:, :1]  # [repeats, N], T(n)/T(1) within a repeat
     return RowsCost(
-        name=name or f"{d_in}x{d_out}", d_in=d_in, d_out=d_out, kernel=kernel,
-        backend=backend, ns=ns, seconds=seconds, median=np.median(seconds, axis=0),
+        name=name, d_in=d_in, d_out=d_out, kernel=kernel, backend=backend, ns=ns,
+        seconds=seconds, median=np.median(seconds, axis=0),
         ci=np.array([bootstrap_ci(seconds[:, j], seed=seed) for j in range(len(ns))]),
         ratio=np.median(ratios, axis=0),
         ratio_ci=np.array([bootstrap_ci(ratios[:, j], seed=seed) for j in range(len(ns))]))
@@ -400,3 +299,84 @@ def format_rows_cost(costs: Sequence[RowsCost], peak_flops: float) -> str:
         lines.append(f"{'':16} {'':6}  {'roofline':9} {'':9}  "
                      + " ".join(f"{x:5.2f}" for x in bound[1:]))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- from caches to main memory
+
+#: (d_in, d_out) of the layers :func:`measure_sizes` runs: from 0.15 MB, which stays in a
+#: core's L2 cache, to 1.07 GB, larger than any processor's last-level cache.
+SIZES = ((192, 192), (192, 768), (768, 3072), (2048, 2048), (4096, 4096), (8192, 8192),
+         (16384, 16384))
+
+
+def measure_sizes(sizes: Sequence[tuple[int, int]] = SIZES,
+                  ns: Sequence[int] = tuple(range(1, 9)), repeats: int = 7,
+                  seed: int = 0) -> dict:
+    """:func:`measure_rows_cost` for both kernels on every layer of ``sizes``, with the
+    machine (:func:`specdec_lite.bench.timing.machine_info`), the peak of a large product
+    and the settings: what ``python -m specdec_lite.bench.roofline --json`` saves."""
+    pairs = [(check_int(i, "d_in", minimum=1), check_int(o, "d_out", minimum=1))
+             for i, o in sizes]
+    costs = [measure_rows_cost(d_in, d_out, ns=ns, kernel=kernel, repeats=repeats, seed=seed)
+             for d_in, d_out in pairs for kernel in KERNELS]
+    return {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": timing.machine_info(),
+            "skinny_tile": list(skinny.tile_shape()), "peak_flops": measure_peak_flops(),
+            "settings": {"ns": [int(n) for n in ns], "repeats": repeats, "seed": seed},
+            "costs": [{"name": c.name, "d_in": c.d_in, "d_out": c.d_out, "kernel": c.kernel,
+                       "backend": c.backend, "seconds": c.seconds.tolist()} for c in costs]}
+
+
+def costs_of(data: dict) -> list[RowsCost]:
+    """The :class:`RowsCost` of every layer and kernel in a :func:`measure_sizes` result
+    (or its JSON), summarised again from the saved timings; ``ValueError`` names what is
+    missing."""
+    try:
+        ns, seed, rows = _check_ns(data["settings"]["ns"]), data["settings"]["seed"], data["costs"]
+        costs = []
+        for c in rows:
+            seconds = np.array(c["seconds"], dtype=float)  # [repeats, N]
+            if seconds.ndim != 2 or seconds.shape[1] != len(ns) or not np.all(seconds > 0):
+                raise ValueError("not a roofline sizes result: every cost needs positive "
+                                 "seconds [repeats, len(ns)]")
+            costs.append(_summarise(c["name"], c["d_in"], c["d_out"], c["kernel"],
+                                    c["backend"], ns, seconds, seed))
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"not a roofline sizes result: lacks {err}") from None
+    if not costs:
+        raise ValueError("not a roofline sizes result: no costs")
+    return costs
+
+
+def read_sizes(path: str | Path) -> tuple[dict, list[RowsCost]]:
+    """A file :func:`main` wrote: its contents and their :func:`costs_of`. ``ValueError``
+    names the file and what is wrong with it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        return data, costs_of(data)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m specdec_lite.bench.roofline",
+                                     description="r(n) of numpy's product and the skinny "
+                                     "kernel on layers from the caches to main memory")
+    parser.add_argument("--json", metavar="PATH", help="write the timings as JSON")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.repeats < 2:
+        parser.error("--repeats must be >= 2")
+    if args.json and not Path(args.json).parent.is_dir():
+        parser.error(f"--json {args.json}: no folder {Path(args.json).parent}")
+    data = measure_sizes(repeats=args.repeats, seed=args.seed)
+    print("measured on", machine_line())
+    print(format_rows_cost(costs_of(data), data["peak_flops"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

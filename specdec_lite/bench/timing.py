@@ -240,9 +240,27 @@ def blas_info() -> dict:
             "numba": fast.numba_version()}
 
 
+def cache_sizes(cpu: str = "/sys/devices/system/cpu/cpu0") -> dict[str, int]:
+    """The data caches one core sees, in bytes, by level: ``{"L1": ..., "L2": ...,
+    "L3": ...}`` as Linux reports them (a last-level cache is shared by the cores, and in a
+    virtual machine by other tenants); empty where the system does not say."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = {}
+    for index in sorted(Path(cpu, "cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size:
+            sizes[f"L{level}"] = int(size.rstrip("KMG")) * units.get(size[-1], 1)
+    return sizes
+
+
 def machine_info() -> dict:
     """Platform, CPU model, numpy version, the BLAS library and the kernel it chose, BLAS
-    thread settings and load average."""
+    thread settings, the data caches' sizes and load average."""
     cpu = platform.processor() or None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -256,4 +274,5 @@ def machine_info() -> dict:
             "blas": blas_info(),
             "blas_threads": {v: os.environ[v] for v in BLAS_VARS if v in os.environ}
             | ({"set at run time": str(_PINNED_THREADS)} if _PINNED_THREADS else {}),
+            "caches": cache_sizes(),
             "load_average": [round(x, 2) for x in os.getloadavg()]}

@@ -12,7 +12,8 @@ math they draw comes from the library below them:
 * :mod:`.medusa`: Medusa (trees, masks, heads, typical acceptance);
 * :mod:`.bench`: figures of a benchmark result, and ``write_figures``;
 * :mod:`.speedup`: Thm 3.8 surfaces from :mod:`specdec_lite.rules.theory`;
-* :mod:`.roofline`: a layer's measured r(n) against the roofline (chapter 6).
+* :mod:`.roofline`: a layer's measured r(n) against the roofline, and by its size
+  (chapter 6).
 """
 
 from .acceptance import (
@@ -60,7 +61,7 @@ from .medusa import (
     plot_tree_mask,
     plot_typical_tradeoff,
 )
-from .roofline import plot_rows_cost
+from .roofline import plot_rows_by_size, plot_rows_cost
 from .speedup import (
     plot_cost_per_token,
     plot_optimal_k_heatmap,
@@ -94,6 +95,7 @@ __all__ = [
     "plot_output_vs_target",
     "plot_overlap",
     "plot_reproduction",
+    "plot_rows_by_size",
     "plot_rows_cost",
     "plot_rule_decomposition",
     "plot_speculative_run",

@@ -21,7 +21,7 @@ def plot_rows_cost(costs: Sequence[RowsCost], peak_flops: float,
     layers = list(dict.fromkeys((c.name, c.d_in, c.d_out) for c in costs))
     fig, axes = plt.subplots(1, len(layers), figsize=(3.7 * len(layers), 3.5), sharey=True,
                              squeeze=False)
-    styles = {"numpy": ("o-", COLORS["target"]), "streaming": ("s-", COLORS["draft"])}
+    styles = {"numpy": ("o-", COLORS["target"]), "skinny": ("s-", COLORS["draft"])}
     top = max(max(float(c.ns[-1]), float(c.ratio.max())) for c in costs)  # intervals may run off
     for ax, (name, d_in, d_out) in zip(axes[0], layers, strict=True):
         mine = [c for c in costs if (c.name, c.d_in, c.d_out) == (name, d_in, d_out)]
@@ -40,6 +40,41 @@ def plot_rows_cost(costs: Sequence[RowsCost], peak_flops: float,
         ax.set_ylim(0, 1.1 * top)
     axes[0, 0].set_ylabel("r(n) = T(n) / T(1)")
     axes[0, 0].legend(fontsize=7, loc="upper left")
+    if machine:
+        fig.suptitle(f"measured on {machine}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_rows_by_size(costs: Sequence[RowsCost], ns: Sequence[int] = (2, 4, 6),
+                      machine: str = "") -> plt.Figure:
+    """One panel per kernel: r(n) for each n in ``ns`` (median and 95% interval) against
+    the size of the layer's weights, from layers the caches hold to layers only main
+    memory holds (:func:`specdec_lite.bench.roofline.measure_sizes`). The dotted line is
+    a flat r(n) = 1, the roofline's bound wherever the layer is memory-bound."""
+    kernels = list(dict.fromkeys(c.kernel for c in costs))
+    fig, axes = plt.subplots(1, len(kernels), figsize=(4.6 * len(kernels), 3.4), sharey=True,
+                             squeeze=False)
+    shades = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, len(ns)))
+    top = max(float(c.ratio_ci[list(c.ns).index(n), 1]) for c in costs for n in ns)
+    for ax, kernel in zip(axes[0], kernels, strict=True):
+        mine = sorted((c for c in costs if c.kernel == kernel), key=lambda c: c.megabytes)
+        sizes = [c.megabytes for c in mine]
+        for n, shade in zip(ns, shades, strict=True):
+            j = list(mine[0].ns).index(n)
+            ratio = np.array([c.ratio[j] for c in mine])
+            err = np.clip([ratio - [c.ratio_ci[j, 0] for c in mine],
+                           [c.ratio_ci[j, 1] for c in mine] - ratio], 0, None)
+            ax.errorbar(sizes, ratio, yerr=err, fmt="o-", color=shade, ms=4, capsize=2,
+                        label=f"r({n})")
+        ax.axhline(1.0, ls=":", color="#b0b0b0")
+        ax.set_xscale("log")
+        backend = mine[0].backend
+        ax.set_title(kernel if backend == kernel else f"{kernel} ({backend})", fontsize=9)
+        ax.set_xlabel("weights of the layer (MB, float32)")
+        ax.set_ylim(0, 1.1 * top)
+    axes[0, 0].set_ylabel("r(n) = T(n) / T(1)")
+    axes[0, 0].legend(fontsize=8, loc="upper left")
     if machine:
         fig.suptitle(f"measured on {machine}", fontsize=9)
     fig.tight_layout()

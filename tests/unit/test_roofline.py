@@ -1,9 +1,11 @@
-"""specdec_lite.bench.roofline: the roofline arithmetic against hand counts, the streaming kernel
-against numpy's product on every path (compiled, numpy blocks, plain Python; row counts
-that leave every remainder), and the measurement's shapes and validation on tiny layers.
-Timings themselves are not tested: they describe a machine."""
+"""specdec_lite.bench.roofline: the roofline arithmetic against hand counts, and the
+measurement's shapes, saved form and validation on tiny layers (the skinny kernel's
+products are tested in test_skinny.py). Timings themselves are not tested: they describe
+a machine."""
 
 from __future__ import annotations
+
+import json
 
 import matplotlib
 
@@ -11,14 +13,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from support import imports_module  # noqa: E402
+from support import ROOT, imports_module  # noqa: E402
 
 from specdec_lite.bench import roofline  # noqa: E402
-from specdec_lite.models import fast, kernels  # noqa: E402
+from specdec_lite.models import kernels, skinny  # noqa: E402
 from specdec_lite.plots.roofline import plot_rows_cost  # noqa: E402
-
-needs_numba = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
-
 
 # ---------------------------------------------------------------- the model
 
@@ -80,65 +79,8 @@ def test_model_rejects_wrong_types():
         roofline.roofline_ratio([1, 2.5], 4, 4, 1e-3, 1e9)
 
 
-# ---------------------------------------------------------------- the streaming kernel
-
-
-def _layer(n, d_in, d_out, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n, d_in)).astype(np.float32),
-            rng.standard_normal((d_in, d_out)).astype(np.float32))
-
-
-def test_pack_weights_blocks_every_input_once_and_pads_with_zeros():
-    w = np.arange(15, dtype=np.float32).reshape(5, 3)  # [d_in 5, d_out 3]
-    packed = roofline.pack_weights(w, block=2)  # [3 blocks, 3 outputs, 2]
-    assert packed.shape == (3, 3, 2) and packed.dtype == np.float32
-    assert packed.flags.c_contiguous
-    np.testing.assert_array_equal(packed[1, 2], w[2:4, 2])  # inputs 2, 3 of output 2
-    np.testing.assert_array_equal(packed[2, :, 1], 0.0)  # input 5 does not exist
-    unpacked = packed.transpose(0, 2, 1).reshape(6, 3)[:5]
-    np.testing.assert_array_equal(unpacked, w)
-
-
-@pytest.mark.parametrize("backend", ["python", "numpy blocks",
-                                     pytest.param("numba", marks=needs_numba)])
-@pytest.mark.parametrize("n", [1, 3, 4, 5, 8, 9])
-def test_stream_rows_equals_the_product(backend, n):
-    x, w = _layer(n, 37, 11, seed=n)  # 37 inputs: blocks of 8 leave a padded one
-    out = roofline.stream_rows(x, roofline.pack_weights(w, block=8), backend=backend)
-    assert out.shape == (n, 11) and out.dtype == np.float32
-    np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
-
-
-def test_stream_rows_defaults_to_what_is_installed(monkeypatch):
-    x, w = _layer(2, 16, 4)
-    monkeypatch.setattr(fast, "numba_module", lambda: None)
-    assert roofline.streaming_backend() == "numpy blocks"
-    np.testing.assert_allclose(roofline.stream_rows(x, roofline.pack_weights(w)), x @ w,
-                               rtol=1e-5, atol=1e-5)
-    with pytest.raises(ImportError, match="numba"):
-        roofline.stream_rows(x, roofline.pack_weights(w), backend="numba")
-
-
 def test_importing_roofline_does_not_import_numba():
     assert not imports_module("import specdec_lite.bench.roofline", "numba")
-
-
-def test_stream_rows_rejects_mismatched_inputs():
-    x, w = _layer(2, 16, 4)
-    packed = roofline.pack_weights(w, block=8)
-    with pytest.raises(ValueError, match="x must be"):
-        roofline.stream_rows(x[:, :7], packed)  # 7 inputs for 2 blocks of 8
-    with pytest.raises(ValueError, match="x must be"):
-        roofline.stream_rows(x[:0], packed)
-    with pytest.raises(ValueError, match="packed must come from pack_weights"):
-        roofline.stream_rows(x, w)
-    with pytest.raises(ValueError, match="backend"):
-        roofline.stream_rows(x, packed, backend="fortran")
-    with pytest.raises(ValueError, match="w must be"):
-        roofline.pack_weights(np.ones(3))
-    with pytest.raises(ValueError, match="block must be >= 1"):
-        roofline.pack_weights(w, block=0)
 
 
 # ---------------------------------------------------------------- measuring
@@ -149,7 +91,7 @@ def test_measure_rows_cost_shapes(kernel):
     cost = roofline.measure_rows_cost(8, 16, ns=[1, 2, 5], kernel=kernel, repeats=3,
                                       min_seconds=1e-5, name="tiny")
     assert (cost.name, cost.d_in, cost.d_out, cost.kernel) == ("tiny", 8, 16, kernel)
-    assert cost.backend == ("numpy" if kernel == "numpy" else roofline.streaming_backend())
+    assert cost.backend == ("numpy" if kernel == "numpy" else skinny.kernel_backend())
     np.testing.assert_array_equal(cost.ns, [1, 2, 5])
     assert cost.seconds.shape == (3, 3) and np.all(cost.seconds > 0)
     assert cost.median.shape == (3,) and cost.ci.shape == (3, 2)
@@ -184,7 +126,7 @@ def test_peak_flops_and_the_table():
     lines = roofline.format_rows_cost(costs, peak).splitlines()
     assert len(lines) == 2 + 3  # header, rule, two kernels, the roofline
     assert lines[0].split()[-1] == "r(2)"
-    assert [line.split()[2] for line in lines[2:4]] == ["numpy", "streaming"]
+    assert [line.split()[2] for line in lines[2:4]] == ["numpy", "skinny"]
     assert lines[4].split()[0] == "roofline" and len(lines[4].split()) == 2
     with pytest.raises(ValueError, match="costs"):
         roofline.format_rows_cost([], peak)
@@ -207,7 +149,7 @@ def test_plot_rows_cost_draws_one_panel_per_layer():
         assert len(fig.axes) == 2
         labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
         assert "roofline (computed)" in labels and "r(n) = n" in labels
-        assert any(label.startswith("streaming") for label in labels)
+        assert any(label.startswith("skinny") for label in labels)
         assert "a test machine" in fig._suptitle.get_text()
     finally:
         plt.close(fig)
@@ -238,3 +180,71 @@ def test_a_coarse_clock_never_times_a_call_as_zero(monkeypatch) -> None:
     cost = roofline.measure_rows_cost(8, 8, ns=(1, 2), repeats=2, min_seconds=3e-3)
     assert np.all(np.isfinite(cost.seconds)) and np.all(cost.seconds > 0)
     assert 0 < roofline.measure_peak_flops(size=8, repeats=1) < np.inf
+
+
+def test_measure_sizes_saves_what_costs_of_reads_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(roofline, "measure_peak_flops", lambda: 1e9)  # a big product: slow
+    data = roofline.measure_sizes(sizes=[(8, 16), (16, 8)], ns=[1, 2, 3], repeats=2)
+    assert data["settings"] == {"ns": [1, 2, 3], "repeats": 2, "seed": 0}
+    assert data["peak_flops"] == 1e9 and data["machine"]["blas"]["kernel"] == kernels.blas_kernel()
+    assert data["skinny_tile"] == list(skinny.tile_shape())
+    assert [(c["d_in"], c["kernel"]) for c in data["costs"]] == [
+        (8, "numpy"), (8, "skinny"), (16, "numpy"), (16, "skinny")]
+    path = tmp_path / "sizes.json"
+    path.write_text(json.dumps(data))
+    costs = roofline.costs_of(json.loads(path.read_text()))
+    assert len(costs) == 4 and costs[1].kernel == "skinny" and costs[2].d_in == 16
+    np.testing.assert_array_equal(costs[0].seconds, data["costs"][0]["seconds"])
+    assert costs[0].ratio[0] == 1.0 and costs[0].ratio.shape == (3,)
+    with pytest.raises(ValueError, match="lacks 'costs'"):
+        roofline.costs_of({"settings": data["settings"]})
+    broken = dict(data, costs=[dict(data["costs"][0], seconds=[[1.0, 2.0]])])
+    with pytest.raises(ValueError, match="seconds"):
+        roofline.costs_of(broken)
+    with pytest.raises(TypeError, match="d_in"):
+        roofline.measure_sizes(sizes=[(8.0, 16)])
+
+
+def test_main_checks_its_output_folder_before_measuring(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        roofline.main(["--json", str(tmp_path / "missing" / "x.json")])
+    assert "no folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        roofline.main(["--repeats", "1"])
+    assert "--repeats must be >= 2" in capsys.readouterr().err
+
+
+def test_machine_line_describes_a_saved_machine():
+    saved = {"cpu_model": "Some CPU", "cpu_count": 4, "numpy": "9.9",
+             "blas": {"library": "openblas", "version": "1", "kernel": "Zen"},
+             "blas_threads": {"OPENBLAS_NUM_THREADS": "1"}}
+    assert roofline.machine_line(short=True, machine=saved) == "Some CPU, BLAS kernel Zen"
+    line = roofline.machine_line(machine=saved)
+    assert line.startswith("Some CPU (4 cores), numpy 9.9") and "OPENBLAS_NUM_THREADS=1" in line
+
+
+def test_read_sizes_names_the_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{")
+    with pytest.raises(ValueError, match="bad.json"):
+        roofline.read_sizes(path)
+    data, costs = roofline.read_sizes(ROOT / "results" / "roofline_sizes.json")  # committed
+    assert [(c.d_in, c.d_out) for c in costs[::2]] == list(roofline.SIZES)
+    assert [c.kernel for c in costs] == list(roofline.KERNELS) * len(roofline.SIZES)
+    assert all(c.seconds.shape == (data["settings"]["repeats"], 8) for c in costs)
+
+
+def test_cache_sizes_read_linux_s_description(tmp_path):
+    from specdec_lite.bench import timing
+
+    for name, (kind, level, size) in {"index0": ("Data", "1", "48K"),
+                                      "index1": ("Instruction", "1", "32K"),
+                                      "index2": ("Unified", "2", "2048K"),
+                                      "index3": ("Unified", "3", "260M")}.items():
+        folder = tmp_path / "cache" / name
+        folder.mkdir(parents=True)
+        for field, value in (("type", kind), ("level", level), ("size", size)):
+            (folder / field).write_text(value + "\n")
+    assert timing.cache_sizes(str(tmp_path)) == {"L1": 48 << 10, "L2": 2 << 20, "L3": 260 << 20}
+    assert timing.cache_sizes(str(tmp_path / "none")) == {}
+    assert set(timing.machine_info()["caches"]) <= {"L1", "L2", "L3", "L4"}
