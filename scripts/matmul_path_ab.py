@@ -1,12 +1,12 @@
-"""Which small-block path should the compiled forward take on this CPU? An A/B timing.
+"""Does the skinny kernel pay in a whole decode on this CPU? An A/B timing.
 
-    python scripts/matmul_path_ab.py intel    # the rule Intel CPUs get (BLAS small path)
-    python scripts/matmul_path_ab.py vendor   # the rule this CPU's vendor gets
+    python scripts/matmul_path_ab.py blas       # every block through the BLAS paths
+    python scripts/matmul_path_ab.py measured   # the block sizes measured at load take
+                                                # the skinny kernel (the default)
 
 Run the two alternately, a few times each: every run decodes 6 held-out prompts, 3 times,
 plainly and with the draft GPT at k = 3 (greedy, 128 new tokens) on the compiled forward,
-and prints the median wall time of each and the median ratio. ``specdec_lite.models.fast``'s
-``SMALL_PATH_VENDORS`` comment quotes such a run.
+and prints the median wall time of each and the median ratio.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import numpy as np
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.bench.timing import machine_info, pin_blas_threads
 from specdec_lite.models import fast
+from specdec_lite.models import paths as product_paths
 
 
 def main(mode: str) -> None:
     pin_blas_threads()
-    if mode == "intel":
-        vendor_rule = fast.matmul_paths
-        fast.matmul_paths = lambda kernel, vendor=None: vendor_rule(kernel, "GenuineIntel")
+    if mode == "blas":
+        rule = fast.matmul_paths
+        fast.matmul_paths = lambda kernel, vendor=None: (rule(kernel)[0], 0, rule(kernel)[2])
     from specdec_lite import generate, load_pretrained, speculative_generate
     from specdec_lite.models.corpus import load_text
 
@@ -49,14 +50,14 @@ def main(mode: str) -> None:
     pairs = np.array([(seconds(plain, p), seconds(speculative, p))
                       for _ in range(3) for p in prompts])  # [18, 2]
     m = machine_info()
-    print(f"{mode}: {m['cpu_model']}, kernel {m['blas']['kernel']}, paths "
-          f"{fast.matmul_paths(m['blas']['kernel'], m['blas']['cpu_vendor'])}; plain "
+    print(f"{mode}: {m['cpu_model']}, kernel {m['blas']['kernel']}, skinny kernel at "
+          f"{product_paths.own_rows(models.target.compiled.paths[1])} rows; plain "
           f"{1e3 * np.median(pairs[:, 0]):.1f} ms, speculative {1e3 * np.median(pairs[:, 1]):.1f}"
           f" ms, speedup {np.median(pairs[:, 0] / pairs[:, 1]):.2f}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in ("intel", "vendor"):
-        print("usage: matmul_path_ab.py intel|vendor", file=sys.stderr)
+    if len(sys.argv) != 2 or sys.argv[1] not in ("blas", "measured"):
+        print("usage: matmul_path_ab.py blas|measured", file=sys.stderr)
         raise SystemExit(2)
     main(sys.argv[1])

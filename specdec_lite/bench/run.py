@@ -23,6 +23,7 @@ import numpy as np
 from ..drafting.medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
 from ..engine.decode import Generation, generate, speculative_generate
 from ..engine.medusa_decode import medusa_generate
+from ..models import paths as product_paths
 from ..models.corpus import load_text
 from ..models.ngram import NGramModel
 from ..pretrained import Pretrained, load_pretrained
@@ -332,6 +333,13 @@ def profile_methods(methods: list[Method], p: Plan, s: Settings, models: Pretrai
     return out
 
 
+def own_rows_of(model: object) -> list[int] | None:
+    """The block sizes a compiled model's forward sends to the skinny kernel, as measured
+    when it was compiled (:mod:`specdec_lite.models.paths`); None for a numpy model."""
+    compiled = getattr(model, "compiled", None)
+    return None if compiled is None else product_paths.own_rows(compiled.paths[1])
+
+
 def describe_models(models: Pretrained, ngram: NGramModel | None) -> dict:
     """The ``models`` field."""
     ngram_info = None if ngram is None else {
@@ -340,6 +348,8 @@ def describe_models(models: Pretrained, ngram: NGramModel | None) -> dict:
     return {"target": asdict(models.target.config), "draft": asdict(models.draft.config),
             "backend": {name: getattr(getattr(models, name), "backend", None)
                         for name in ("target", "draft")},
+            "skinny_rows": {name: own_rows_of(getattr(models, name))
+                            for name in ("target", "draft")},
             "heads": models.heads.n_heads if models.heads is not None else None,
             "ngram": ngram_info,
             "source": SHIPPED if models.manifest else "models given to bench.run()"}

@@ -30,8 +30,10 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
      "({variable: value}), load_average (3 floats)"),
     ("settings", "object", "ks, trees, temperatures, prompts, prompt_len, new_tokens, "
      "repeats, seed, simulate_width, cost_repeats, quick (as in bench.Settings)"),
-    ("models", "object", "target and draft (their configs), heads (how many), "
-     "ngram ({order, smoothing, fitted_on} or null), source"),
+    ("models", "object", "target and draft (their configs), backend {target, draft}, "
+     "skinny_rows {target, draft} (the block sizes a compiled forward sends to the skinny "
+     "kernel, measured when it was built; null on numpy; absent before it existed), heads "
+     "(how many), ngram ({order, smoothing, fitted_on} or null), source"),
     ("cost_curve", "object", "the isolated cost curve: prefix (tokens cached), n [int], "
      "target_s [float] (median seconds of a target forward over n tokens), ratio "
      "[T(n)/T(1)], draft_s, heads_s, ngram_s (one call; null for a model not run), "

@@ -228,14 +228,14 @@ def blas_info() -> dict:
     """The BLAS of the running numpy: library name and version from numpy's build
     configuration, the kernel the library chose for this CPU (OpenBLAS reports it at run
     time; None where it cannot be asked), the matrix-product path chosen for that kernel
-    (``rowwise_max``: blocks of 2 .. that many rows multiply row by row; ``own_rows_max``:
-    the compiled backend's own kernel takes blocks up to that many rows, by kernel and CPU
-    vendor) and whether the compiled backend (numba) is installed."""
+    (``rowwise_max``: blocks of 2 .. that many rows multiply row by row) and whether the
+    compiled backend (numba) is installed. Which block sizes a compiled model sends to the
+    skinny kernel is measured per model: a benchmark records it with the models."""
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
     kernel, vendor = kernels.blas_kernel(), kernels.cpu_vendor()
     return {"library": blas.get("name"), "version": blas.get("version"),
             "kernel": kernel, "rowwise_max": kernels.ROWWISE_MAX,
-            "own_rows_max": fast.matmul_paths(kernel, vendor)[1], "cpu_vendor": vendor,
+            "cpu_vendor": vendor,
             "coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
             "numba": fast.numba_version()}
 

@@ -10,10 +10,10 @@ its compiled version.
 What the fused forward saves. The numpy forward of the target makes about 250 numpy
 calls, each with microseconds of dispatch, a cost per forward whatever its n.
 :func:`gpt_forward` runs the whole network in one compiled call (exp and GELU in loops
-LLVM vectorises), and :func:`linear_rows` picks the matrix-product path the BLAS kernel
-does best at n rows. On the 2-core Xeon of ``results/`` that makes T(1) about 30% cheaper;
-T(n) grows with n about as fast as numpy's, because each extra token's arithmetic and
-attention are the same work either way (appendix A, section A.6).
+LLVM vectorises), and :func:`linear_rows` multiplies a few rows with the skinny kernel
+(:mod:`specdec_lite.models.skinny`, each weight read once for all the rows) up to the
+block size at which it beat the BLAS on this machine, measured when the model is
+compiled, and larger blocks with the BLAS.
 
 The arithmetic is the numpy forward's, in float32, in another summation order: logits
 agree with numpy's to about 1e-5 (``tests/unit/test_fast.py`` holds them within a stated
@@ -27,28 +27,17 @@ import math
 
 import numpy as np
 
-from . import kernels
+from . import kernels, skinny
+from . import paths as product_paths
 
 # Reassociation lets LLVM vectorise the sums (dot products, means); no "nnan"/"ninf",
 # since the attention bias is -inf for the entries a token may not see.
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
-# By BLAS kernel: blocks of up to this many rows (past kernels.ROWWISE_MAX) go through the
-# compiled kernel, which reads each weight once and never packs; larger blocks through
-# BLAS. A kernel with a small-matrix path beats it on Intel (on this project's 2-core Xeon,
-# SkylakeX: slower at 2-3 rows, even at 9), so there the compiled kernel is never used.
-OWN_ROWS_MAX = {**dict.fromkeys(kernels.SMALL_MATRIX_KERNELS, 1), None: 16}
-# On AMD CPUs with AVX-512 (Zen 4 and later) OpenBLAS also picks SkylakeX, but its
-# small-matrix path is no help there. On a 2-core EPYC (scripts/matmul_path_ab.py, eight
-# alternating runs of each rule), greedy speculative decoding of the shipped pair at k = 3
-# over plain decoding gave a median 1.2x with the compiled kernel and 0.9x through the small
-# path (plain decoding, one row, takes the same path under both rules; the machine's speed
-# drifted between runs, so compare each run's ratio). So the vendor decides: every vendor
-# but Intel gets the compiled kernel up to 16 rows.
-SMALL_PATH_VENDORS = frozenset({"GenuineIntel"})
-# OpenBLAS's small-matrix path (SkylakeX class) takes an sgemm of M N K up to about 1e6
-# without packing; past it, the product packs w and costs several times more. Chunks of
-# rows under that size keep every block on the small path (appendix A, section A.6).
-SMALL_MNK = 1_000_000
+# The rules that pick a product's path (:mod:`specdec_lite.models.paths`), under the names
+# this module has always had.
+MEASURE, SMALL_MNK = product_paths.MEASURE, product_paths.SMALL_MNK
+matmul_paths = product_paths.matmul_paths
+PREFIX_FOR_TIMING = 32  # cached tokens before the block when a forward is timed
 # Past about this many rows (a prompt, not a verification block) packing pays for itself
 # again: measured, T(96) is 25% slower in chunks, T(32) 10% faster.
 CHUNK_ROWS_MAX = 32
@@ -97,60 +86,51 @@ def compile_kernels() -> None:
     numba = numba_module()
     if numba is None:
         raise ImportError(f"the numba backend needs numba: {INSTALL_HINT}")
+    globals()["skinny_tile_rows"] = skinny.compiled(*skinny.tile_shape())
     for name in KERNELS:
         globals()[name] = numba.njit(cache=True, nogil=True, fastmath=FASTMATH)(globals()[name])
 
 
-@_kernel
-def rows_times_transposed(x, w_t, b, out):  # x [n, i], w_t [o, i], b [o] -> out [n, o]
-    """out = x @ w_t.T + b, reading each row of ``w_t`` (a column of w) once for all n
-    rows: four rows of x at a time share every load of it, with four running sums that
-    LLVM keeps in vector registers. Never copies w, at any n."""
-    n, d_in = x.shape
-    d_out = w_t.shape[0]
-    r0 = 0
-    while r0 + 4 <= n:
-        for o in range(d_out):
-            s0 = s1 = s2 = s3 = np.float32(0.0)
-            for i in range(d_in):
-                w_oi = w_t[o, i]
-                s0 += x[r0, i] * w_oi
-                s1 += x[r0 + 1, i] * w_oi
-                s2 += x[r0 + 2, i] * w_oi
-                s3 += x[r0 + 3, i] * w_oi
-            out[r0, o], out[r0 + 1, o] = s0 + b[o], s1 + b[o]
-            out[r0 + 2, o], out[r0 + 3, o] = s2 + b[o], s3 + b[o]
-        r0 += 4
-    while r0 < n:
-        for o in range(d_out):
-            s0 = np.float32(0.0)
-            for i in range(d_in):
-                s0 += x[r0, i] * w_t[o, i]
-            out[r0, o] = s0 + b[o]
-        r0 += 1
+skinny_tile_rows = None  # the skinny kernel, set by compile_kernels
 
 
 @_kernel
-def linear_rows(x, w, w_t, b, out, paths):  # [n, i] @ [i, o] + [o] -> out [n, o]
-    """out = x @ w + b, by the path ``paths`` = (rowwise_max, own_max, small_mnk) picks
-    for n rows (:func:`matmul_paths` chooses the three for the BLAS kernel):
+def own_rows(x, tiles, bias, out):  # x [n, i], tiles [nt, i, T], bias [nt T] -> out [n, o]
+    """out = x @ w + b by the skinny kernel, from w and b laid out by
+    :func:`specdec_lite.models.skinny.pack`: each weight read once for all n rows. Where
+    d_out is not a whole number of tiles, the kernel writes a padded block first."""
+    n, d_out = out.shape
+    width = tiles.shape[0] * tiles.shape[2]
+    if d_out == width:
+        skinny_tile_rows(x, tiles, bias, out)
+    else:
+        padded = np.empty((n, width), dtype=np.float32)  # [n, nt T]
+        skinny_tile_rows(x, tiles, bias, padded)
+        out[:, :] = padded[:, :d_out]
 
-    * 2 .. rowwise_max rows: one BLAS matrix-vector product per row;
-    * then up to own_max rows: :func:`rows_times_transposed` (``w_t`` = w.T, contiguous);
+
+@_kernel
+def linear_rows(x, w, tiles, tile_bias, b, out, paths):  # [n, i] @ [i, o] + [o] -> out [n, o]
+    """out = x @ w + b, by the path ``paths`` = (rowwise_max, own_mask, small_mnk) picks
+    for n rows (:mod:`specdec_lite.models.paths` chooses the three):
+
+    * n with bit n of own_mask set: the skinny kernel (:func:`own_rows` on ``tiles`` and
+      ``tile_bias``, w and b as :func:`specdec_lite.models.skinny.pack` lays them out);
+    * else 2 .. rowwise_max rows: one BLAS matrix-vector product per row;
     * more than small_mnk / (i o) rows, up to ``CHUNK_ROWS_MAX`` (small_mnk > 0): BLAS
       sgemm on chunks of at most that many rows, each small enough for the kernel's
       no-packing small-matrix path;
-    * otherwise one BLAS sgemm (SciPy's, as numba calls it).
+    * otherwise one BLAS call (SciPy's, as numba calls it).
     """
-    rowwise_max, own_max, small_mnk = paths
+    rowwise_max, own_mask, small_mnk = paths
     n, d_out = out.shape
     d_in = x.shape[1]
+    if own_mask > 0 and n < 63 and (own_mask >> n) & 1:
+        own_rows(x, tiles, tile_bias, out)
+        return
     if 1 < n <= rowwise_max:
         for r in range(n):
             np.dot(x[r], w, out[r])
-    elif 1 < n <= own_max:
-        rows_times_transposed(x, w_t, b, out)
-        return
     elif small_mnk > 0 and n <= CHUNK_ROWS_MAX and n * d_in * d_out > small_mnk:
         rows = max(1, small_mnk // (d_in * d_out))  # the most rows the small path takes
         for r0 in range(0, n, rows):
@@ -278,19 +258,20 @@ def gelu_rows(x):  # in place, [n, 4d]
 
 
 @_kernel
-def layer_rows(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, weights_t,
+def layer_rows(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, tiled,
                normed, qkv, attended, branch, wide, leave_out):
     """One pre-LN block over the rows of B sequences, in place on ``x`` [R, d]: ``kv``
     [2, S, H, capacity, d_head] is this layer's caches, ``slots``, ``starts``,
     ``offsets`` and ``bias`` as in :func:`gpt_forward`; ``weights`` one
-    :class:`~specdec_lite.models.transformer.Block` (LayerNorm gains folded in), ``weights_t`` its
-    four matrices transposed; ``normed`` .. ``wide`` scratch rows the caller owns.
+    :class:`~specdec_lite.models.transformer.Block` (LayerNorm gains folded in), ``tiled``
+    its four matrices and biases laid out for the skinny kernel (tiles, bias, tiles, ...);
+    ``normed`` .. ``wide`` scratch rows the caller owns.
     ``leave_out`` skips parts for a profile (see :func:`gpt_forward`)."""
     qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b = weights
-    qkv_t, proj_t, fc_t, mlp_t = weights_t
+    qkv_p, qkv_pb, proj_p, proj_pb, fc_p, fc_pb, mlp_p, mlp_pb = tiled
     normalize_rows(x, eps, normed)
     if not leave_out & 1:
-        linear_rows(normed, qkv_w, qkv_t, qkv_b, qkv, paths)
+        linear_rows(normed, qkv_w, qkv_p, qkv_pb, qkv_b, qkv, paths)
     if not leave_out & 2:
         for b in range(slots.shape[0]):
             r0, r1 = offsets[b], offsets[b + 1]
@@ -298,20 +279,20 @@ def layer_rows(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights,
                 attend(qkv[r0:r1], kv, slots[b], starts[b], bias[r0:r1], n_head,
                        attended[r0:r1])
     if not leave_out & 4:
-        linear_rows(attended, proj_w, proj_t, proj_b, branch, paths)
+        linear_rows(attended, proj_w, proj_p, proj_pb, proj_b, branch, paths)
     add_rows(x, branch)
     normalize_rows(x, eps, normed)
     if not leave_out & 8:
-        linear_rows(normed, fc_w, fc_t, fc_b, wide, paths)
+        linear_rows(normed, fc_w, fc_p, fc_pb, fc_b, wide, paths)
     if not leave_out & 16:
         gelu_rows(wide)
     if not leave_out & 32:
-        linear_rows(wide, mlp_w, mlp_t, mlp_b, branch, paths)
+        linear_rows(wide, mlp_w, mlp_p, mlp_pb, mlp_b, branch, paths)
     add_rows(x, branch)
 
 
 @_kernel
-def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, weights_t,
+def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights, tiled,
                 logits, hidden, leave_out):
     """The whole GPT over the new tokens of B sequences, batch-first: ``x`` [R, d] holds
     the embeddings of every sequence's block, sequence b in rows ``offsets[b] ..
@@ -323,14 +304,15 @@ def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights
 
     Every matrix product over the weights takes all R rows at once, which is what a batch
     buys; attention runs per sequence, over its own cache. ``weights`` are the stacked
-    matrices and biases of :class:`CompiledForward`, ``weights_t`` the transposed
-    matrices, ``paths`` the three limits of :func:`linear_rows`.
+    matrices and biases of :class:`CompiledForward`, ``tiled`` the same laid out for the
+    skinny kernel, ``paths`` the three limits of :func:`linear_rows`.
 
     ``leave_out`` is 0 for the forward itself. For a profile only (the output is then
     wrong), bit i skips part ``PARTS[i]`` in every layer, so the time it saves is the
     part's cost inside a real forward, with the caches as the other parts leave them."""
     qkv_w, qkv_b, proj_w, proj_b, fc_w, fc_b, mlp_w, mlp_b, lnf_g, lnf_b, unembed = weights
-    qkv_t, proj_t, fc_t, mlp_t, unembed_t = weights_t
+    (qkv_p, qkv_pb, proj_p, proj_pb, fc_p, fc_pb, mlp_p, mlp_pb, unembed_p,
+     unembed_pb) = tiled
     n, d = x.shape
     normed = np.empty((n, d), dtype=np.float32)
     qkv = np.empty((n, 3 * d), dtype=np.float32)
@@ -346,33 +328,40 @@ def gpt_forward(x, kv, slots, starts, offsets, bias, n_head, eps, paths, weights
         layer_rows(x, kv[layer], slots, starts, offsets, bias, n_head, eps, paths,
                    (qkv_w[layer], qkv_b[layer], proj_w[layer], proj_b[layer], fc_w[layer],
                     fc_b[layer], mlp_w[layer], mlp_b[layer]),
-                   (qkv_t[layer], proj_t[layer], fc_t[layer], mlp_t[layer]),
+                   (qkv_p[layer], qkv_pb[layer], proj_p[layer], proj_pb[layer], fc_p[layer],
+                    fc_pb[layer], mlp_p[layer], mlp_pb[layer]),
                    normed, qkv, attended, branch, wide, leave_out)
     normalize_rows(x, eps, normed)
     for r in range(n):
         for i in range(d):
             hidden[r, i] = normed[r, i] * lnf_g[i] + lnf_b[i]
     no_bias = np.zeros(unembed.shape[1], dtype=np.float32)
-    linear_rows(hidden, unembed, unembed_t, no_bias, logits, paths)
+    linear_rows(hidden, unembed, unembed_p, unembed_pb, no_bias, logits, paths)
 
 
 @_kernel
-def block_forward(inp, in_w, in_t, in_b, kv, start, bias, n_head, eps, paths, weights,
-                  weights_t, out):
+def block_forward(inp, in_w, in_p, in_pb, in_b, kv, start, bias, n_head, eps, paths, weights,
+                  tiled, out):
     """One pre-LN block over one sequence's n new entries, after an input map: ``out``
     [n, d] = block(``inp`` [n, i] @ ``in_w`` [i, d] + ``in_b``), the keys and values going
     to ``kv`` [2, 1, H, capacity, d_head] at ``start``, ``bias`` [n, >= n] as in
-    :func:`attend`; ``weights`` and ``weights_t`` as :func:`layer_rows` takes them. The
+    :func:`attend`; ``weights`` and ``tiled`` as :func:`layer_rows` takes them. The
     EAGLE drafter's layer (:mod:`specdec_lite.drafting.eagle`), in the arithmetic of
     :func:`gpt_forward`."""
     n, d = out.shape
-    linear_rows(inp, in_w, in_t, in_b, out, paths)
+    linear_rows(inp, in_w, in_p, in_pb, in_b, out, paths)
     layer_rows(out, kv, np.zeros(1, dtype=np.int64), np.full(1, start, dtype=np.int64),
                np.array([0, n], dtype=np.int64), bias, n_head, eps, paths, weights,
-               weights_t, np.empty((n, d), dtype=np.float32),
+               tiled, np.empty((n, d), dtype=np.float32),
                np.empty((n, 3 * d), dtype=np.float32), np.empty((n, d), dtype=np.float32),
                np.empty((n, d), dtype=np.float32),
                np.empty((n, weights[4].shape[1]), dtype=np.float32), 0)
+
+
+def _tiled_block(weights) -> tuple[np.ndarray, ...]:
+    """A block's (or a stack of blocks') four matrices and biases, (w, b, w, b, ...), laid
+    out for the skinny kernel: (tiles, bias, tiles, bias, ...)."""
+    return sum((skinny.pack_stacked(weights[i], weights[i + 1]) for i in (0, 2, 4, 6)), ())
 
 
 class CompiledBlock:
@@ -386,35 +375,36 @@ class CompiledBlock:
             return np.array(w, dtype=np.float32, order="C")
 
         self.in_w, self.in_b = own(in_w), own(in_b)
-        self.in_t = own(self.in_w.T)
+        self.in_tiled = skinny.pack_stacked(self.in_w, self.in_b)
         self.weights = tuple(own(w) for w in block)
-        self.weights_t = tuple(own(self.weights[i].T) for i in (0, 2, 4, 6))
+        self.tiled = _tiled_block(self.weights)
         self.n_head, self.eps = n_head, np.float32(eps)
-        self.paths = matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor())
         compile_kernels()
+        self.paths = product_paths.own_mask_for(
+            ("block", self.in_w.shape, self.weights[4].shape, n_head),
+            self._timed_forward, matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor()))
+
+    def _timed_forward(self, n: int, paths) -> None:
+        """One forward of n random rows after :data:`PREFIX_FOR_TIMING` cached ones, on
+        ``paths``: what :func:`specdec_lite.models.paths.measure_own_mask` times."""
+        d = self.in_b.shape[0]
+        kv = np.zeros((2, 1, self.n_head, PREFIX_FOR_TIMING + n, d // self.n_head),
+                      dtype=np.float32)
+        inp = np.random.default_rng(n).standard_normal((n, self.in_w.shape[0]))
+        block_forward(inp.astype(np.float32), self.in_w, *self.in_tiled, self.in_b, kv,
+                      np.int64(PREFIX_FOR_TIMING), np.array(kernels.causal_bias(n)),
+                      self.n_head, self.eps, paths, self.weights, self.tiled,
+                      np.empty((n, d), dtype=np.float32))
 
     def __call__(self, inp: np.ndarray, kv: np.ndarray, start: int,
                  bias: np.ndarray) -> np.ndarray:
         """The block's output [n, d] for ``inp`` [n, i]; ``kv`` [2, H, capacity, d_head]."""
         out = np.empty((inp.shape[0], self.in_b.shape[0]), dtype=np.float32)
-        block_forward(np.ascontiguousarray(inp, dtype=np.float32), self.in_w, self.in_t,
+        block_forward(np.ascontiguousarray(inp, dtype=np.float32), self.in_w, *self.in_tiled,
                       self.in_b, kv[:, None], np.int64(start),
                       np.ascontiguousarray(bias, dtype=np.float32), self.n_head, self.eps,
-                      self.paths, self.weights, self.weights_t, out)
+                      self.paths, self.weights, self.tiled, out)
         return out
-
-
-def matmul_paths(kernel: str | None,
-                 vendor: str | None = "GenuineIntel") -> tuple[int, int, int]:
-    """The (rowwise_max, own_max, small_mnk) of :func:`linear_rows` for the loaded BLAS
-    ``kernel`` on a CPU of ``vendor``: :func:`specdec_lite.models.kernels.rowwise_max_for`, then
-    :data:`OWN_ROWS_MAX` (16 for any kernel where the vendor is not in
-    :data:`SMALL_PATH_VENDORS`) and, for kernels with a small-matrix path,
-    :data:`SMALL_MNK`."""
-    small = SMALL_MNK if kernel in kernels.SMALL_MATRIX_KERNELS else 0
-    own = (OWN_ROWS_MAX.get(kernel, OWN_ROWS_MAX[None]) if vendor in SMALL_PATH_VENDORS
-           else OWN_ROWS_MAX[None])
-    return kernels.rowwise_max_for(kernel), own, small
 
 
 class CompiledForward:
@@ -425,19 +415,20 @@ class CompiledForward:
         def stack(i: int) -> np.ndarray:
             return np.ascontiguousarray(np.stack([block[i] for block in layers]))
 
-        def transposed(w: np.ndarray) -> np.ndarray:  # [..., i, o] -> [..., o, i]
-            return np.ascontiguousarray(np.swapaxes(w, -1, -2))
-
         # fresh, writable copies: one array type whether the model's own arrays are
         # read-only or (after unpickling) not, so numba compiles one signature
         self.weights = tuple(stack(i) for i in range(8)) + tuple(
             np.array(w, dtype=np.float32) for w in (ln_f[0], ln_f[1], unembed))
-        self.weights_t = tuple(transposed(self.weights[i]) for i in (0, 2, 4, 6, 10))
+        no_bias = np.zeros(self.weights[10].shape[1], dtype=np.float32)  # [V]
+        self.tiled = _tiled_block(self.weights) + skinny.pack_stacked(self.weights[10], no_bias)
         self.n_head, self.eps = n_head, np.float32(eps)
-        self.paths = matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor())
         self.no_bias = np.zeros((1, 1), dtype=np.float32)
         compile_kernels()
+        self.paths = (1, 0, 0)  # for the warm-up, then measured
         self.warm_up()
+        self.paths = product_paths.own_mask_for(
+            ("gpt", *(w.shape for w in self.weights), n_head), self._timed_forward,
+            matmul_paths(kernels.blas_kernel(), kernels.cpu_vendor()))
 
     def __setstate__(self, state: dict) -> None:  # unpickled in another process
         compile_kernels()
@@ -451,6 +442,20 @@ class CompiledForward:
         kv = np.zeros((n_layer, 2, self.n_head, 2, d // self.n_head), dtype=np.float32)
         self(np.zeros((1, d), dtype=np.float32), kv, 0, None)
         self(np.zeros((1, d), dtype=np.float32), kv, 1, np.zeros((1, 1), dtype=np.float32))
+
+    def _timed_forward(self, n: int, paths) -> None:
+        """One forward of n random rows after :data:`PREFIX_FOR_TIMING` cached ones, on
+        ``paths``: what :func:`specdec_lite.models.paths.measure_own_mask` times."""
+        n_layer, d = self.weights[0].shape[0], self.weights[0].shape[1]
+        kv = np.zeros((n_layer, 2, 1, self.n_head, PREFIX_FOR_TIMING + n, d // self.n_head),
+                      dtype=np.float32)
+        x = np.random.default_rng(n).standard_normal((n, d)).astype(np.float32)
+        one = np.zeros(1, dtype=np.int64)
+        gpt_forward(x, kv, one, one + PREFIX_FOR_TIMING, np.array([0, n], dtype=np.int64),
+                    np.array(kernels.causal_bias(n)), self.n_head, self.eps, paths,
+                    self.weights, self.tiled,
+                    np.empty((n, self.weights[-1].shape[1]), dtype=np.float32),
+                    np.empty((n, d), dtype=np.float32), 0)
 
     def __call__(self, x: np.ndarray, kv: np.ndarray, start: int,
                  bias: np.ndarray | None, leave_out: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -482,7 +487,7 @@ class CompiledForward:
         logits = np.empty((n, self.weights[-1].shape[1]), dtype=np.float32)
         hidden = np.empty_like(x)
         gpt_forward(x, kv, slots, starts, offsets, bias, self.n_head, self.eps, self.paths,
-                    self.weights, self.weights_t, logits, hidden, leave_out)
+                    self.weights, self.tiled, logits, hidden, leave_out)
         return logits, hidden
 
 

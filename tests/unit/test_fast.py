@@ -22,7 +22,8 @@ from specdec_lite.bench.config import choose_prompts
 from specdec_lite.drafting.medusa import dense_tree
 from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.engine.medusa_decode import medusa_generate
-from specdec_lite.models import fast, kernels
+from specdec_lite.models import fast, kernels, skinny
+from specdec_lite.models import paths as product_paths
 from specdec_lite.models.corpus import load_text
 from specdec_lite.models.transformer import LN_EPS, Output, TransformerModel
 from specdec_lite.pretrained import load_pretrained
@@ -42,20 +43,23 @@ def compiled_kernels() -> None:
 # 2.3e-6 (logits), 4.3e-6 (cache) on every path; the shipped target 1.2e-5 and draft
 # 2.7e-5 (logits up to ~14 in magnitude) on held-out text. 1e-4 leaves a margin of ~4.
 ATOL = 1e-4
-# (rowwise_max, own_max, small_mnk) of linear_rows: every block of 2 .. rowwise_max rows
-# multiplies row by row, then up to own_max rows with rows_times_transposed; past
-# small_mnk / (in out) rows (up to fast.CHUNK_ROWS_MAX) BLAS runs on chunks of rows; every
-# other block (and every single row) is one BLAS call.
+# (rowwise_max, own_mask, small_mnk) of linear_rows: a block of n rows with bit n of
+# own_mask set goes through the skinny kernel; else blocks of 2 .. rowwise_max rows multiply
+# row by row; past small_mnk / (in out) rows (up to fast.CHUNK_ROWS_MAX) BLAS runs on chunks
+# of rows; every other block (and every single row) is one BLAS call.
+ALL_OWN = (1 << 63) - 2  # bits 1 .. 62: the skinny kernel at every n
 PATHS = {
-    "blas": (1, 1, 0),  # one BLAS call at every n
-    "skylakex": fast.matmul_paths("SkylakeX"),  # BLAS, in chunks past the small path
-    "haswell": fast.matmul_paths("Haswell"),  # row by row, then the compiled kernel
-    "rowwise": (40, 1, 0),  # row by row at every n > 1 (CONFIG.max_len is 40)
-    "own": (1, 80, 0),  # the compiled kernel at every n > 1 (cache capacity 80)
-    "chunks": (1, 1, 2 * 32 * 128),  # chunks of 2 rows for the [32, 128] MLP matrix
+    "blas": (1, 0, 0),  # one BLAS call at every n
+    "skylakex": (1, 0, fast.SMALL_MNK),  # BLAS, in chunks past the small path
+    "haswell": (3, 0, 0),  # row by row for 2-3 rows, then one BLAS call
+    "rowwise": (40, 0, 0),  # row by row at every n > 1 (CONFIG.max_len is 40)
+    "own": (1, ALL_OWN, 0),  # the skinny kernel at every n
+    "mixed": (3, (1 << 2) | (1 << 5) | (1 << 9), 0),  # skinny at 2, 5, 9; else Haswell's
+    "chunks": (1, 0, 2 * 32 * 128),  # chunks of 2 rows for the [32, 128] MLP matrix
 }
-LINEAR_PATHS = [(1, 1, 0), (3, 1, 0), (1, 17, 0), (3, 16, 0), (17, 1, 0), (5, 9, 0),
-                (1, 1, 4 * 37 * 45), (1, 1, 5 * 37 * 45 + 7), (3, 1, 1)]
+LINEAR_PATHS = [(1, 0, 0), (3, 0, 0), (1, ALL_OWN, 0), (3, 0b11110, 0), (17, 0, 0),
+                (5, (1 << 9) - 2, 0), (1, 0, 4 * 37 * 45), (1, 0, 5 * 37 * 45 + 7), (3, 0, 1),
+                (3, 1 << 17, 1), (1, -1, 0)]
 
 
 # ---------------------------------------------------------------- without numba
@@ -145,11 +149,13 @@ def linear_data(n: int, d_in: int, d_out: int, seed: int) -> tuple[np.ndarray, .
 
 
 @needs_numba
+@pytest.mark.parametrize("d_out", [45, 64])  # a padded last tile, and whole tiles
 @pytest.mark.parametrize("n", range(1, 18))
-def test_rows_times_transposed_equals_float64_reference(n: int) -> None:
-    x, w, b, want = linear_data(n, 37, 45, seed=n)  # widths that no vector width divides
-    out = np.full((n, 45), np.nan, dtype=np.float32)
-    fast.rows_times_transposed(x, np.ascontiguousarray(w.T), b, out)
+def test_own_rows_equals_float64_reference(n: int, d_out: int) -> None:
+    x, w, b, want = linear_data(n, 37, d_out, seed=n)
+    packed = skinny.pack(w, b)
+    out = np.full((n, d_out), np.nan, dtype=np.float32)
+    fast.own_rows(x, packed.tiles, packed.bias, out)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-5)
 
 
@@ -158,32 +164,63 @@ def test_rows_times_transposed_equals_float64_reference(n: int) -> None:
 @pytest.mark.parametrize("n", range(1, 18))
 def test_linear_rows_equals_float64_reference_on_each_path(n: int, limits) -> None:
     x, w, b, want = linear_data(n, 37, 45, seed=100 + n)
+    packed = skinny.pack(w, b)
     out = np.full((n, 45), np.nan, dtype=np.float32)
-    fast.linear_rows(x, w, np.ascontiguousarray(w.T), b, out, limits)
+    fast.linear_rows(x, w, packed.tiles, packed.bias, b, out, limits)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-5)
 
 
 @needs_numba
-def test_linear_rows_reads_w_t_only_on_its_own_path() -> None:
-    """The compiled kernel reads w.T, the BLAS paths read w: a w_t of zeros shows which
-    path each n took (with the Haswell limits 3, 16)."""
+def test_linear_rows_reads_the_tiles_only_where_own_mask_says() -> None:
+    """The skinny kernel reads the tiles, the BLAS paths read w: tiles and tile biases of
+    zeros show which path each n took."""
+    own_mask = (1 << 1) | (1 << 4) | (1 << 16)
     for n in range(1, 20):
         x, w, b, want = linear_data(n, 16, 8, seed=n)
+        zeros = skinny.pack(np.zeros_like(w))
         out = np.empty((n, 8), dtype=np.float32)
-        fast.linear_rows(x, w, np.zeros((8, 16), dtype=np.float32), b, out, (3, 16, 0))
-        expected = np.broadcast_to(b, (n, 8)) if 4 <= n <= 16 else want
+        fast.linear_rows(x, w, zeros.tiles, zeros.bias, b, out, (3, own_mask, 0))
+        expected = np.zeros((n, 8)) if n in (1, 4, 16) else want
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=2e-5, err_msg=f"n={n}")
+    assert product_paths.own_rows(own_mask) == [1, 4, 16]
+    assert product_paths.own_rows(0) == product_paths.own_rows(fast.MEASURE) == []
 
 
-def test_matmul_paths_follow_the_kernel() -> None:
-    assert fast.matmul_paths("SkylakeX") == (1, 1, fast.SMALL_MNK)
-    assert fast.matmul_paths("SapphireRapids") == (1, 1, fast.SMALL_MNK)
-    assert fast.matmul_paths("Haswell") == (3, 16, 0)
-    assert fast.matmul_paths("Zen") == fast.matmul_paths(None) == (3, 16, 0)
-    # an AMD CPU with AVX-512 also gets SkylakeX, but the compiled kernel for small blocks
-    assert fast.matmul_paths("SkylakeX", "AuthenticAMD") == (1, 16, fast.SMALL_MNK)
-    assert fast.matmul_paths("Haswell", "AuthenticAMD") == (3, 16, 0)
-    assert fast.matmul_paths("SkylakeX", None) == (1, 16, fast.SMALL_MNK)
+def test_matmul_paths_follow_the_kernel_and_leave_the_skinny_rows_to_measure() -> None:
+    assert fast.matmul_paths("SkylakeX") == (1, fast.MEASURE, fast.SMALL_MNK)
+    assert fast.matmul_paths("SapphireRapids") == (1, fast.MEASURE, fast.SMALL_MNK)
+    assert fast.matmul_paths("Haswell") == (3, fast.MEASURE, 0)
+    assert fast.matmul_paths("Zen") == fast.matmul_paths(None) == (3, fast.MEASURE, 0)
+    assert fast.matmul_paths("SkylakeX", "AuthenticAMD") == fast.matmul_paths("SkylakeX")
+
+
+def test_measure_own_mask_keeps_the_faster_path_at_each_n(monkeypatch) -> None:
+    """A scripted clock: the skinny kernel is faster at n = 2 and 5 only. The mask has
+    exactly those bits, every n up to the limit was run both ways, and own_mask_for asks
+    once per key."""
+    calls = []
+
+    def forward(n: int, paths) -> None:
+        calls.append((n, paths))
+
+    def seconds(call) -> float:
+        call()
+        n, paths = calls[-1]
+        return 1.0 if paths[1] == 0 else (0.5 if n in (2, 5) else 2.0)
+
+    monkeypatch.setattr(product_paths, "_seconds", seconds)
+    mask = product_paths.measure_own_mask(forward, (3, fast.MEASURE, 7), limit=6, repeats=2)
+    assert product_paths.own_rows(mask) == [2, 5]
+    assert {n for n, _ in calls} == set(range(1, 7))
+    assert {p for _, p in calls} == {(3, 0, 7)} | {(3, 1 << n, 7) for n in range(1, 7)}
+    monkeypatch.setattr(product_paths, "_MEASURED", {})
+    monkeypatch.setattr(product_paths, "measure_own_mask", lambda f, p: 0b100100)
+    first = product_paths.own_mask_for(("shapes",), forward, (3, fast.MEASURE, 0))
+    monkeypatch.setattr(product_paths, "measure_own_mask", lambda f, p: 0)  # not asked again
+    assert product_paths.own_mask_for(("shapes",), forward, (3, fast.MEASURE, 0)) == first
+    assert first == (3, 0b100100, 0)
+    assert product_paths.own_mask_for(("other",), forward, (3, fast.MEASURE, 0)) == (3, 0, 0)
+    assert product_paths.own_mask_for(("x",), forward, (1, 6, 0)) == (1, 6, 0)  # fixed paths
 
 
 def test_cpu_vendor_is_read_from_the_cpu() -> None:
@@ -198,8 +235,8 @@ def test_linear_rows_chunks_only_verification_sized_blocks() -> None:
     for n in (7, fast.CHUNK_ROWS_MAX, fast.CHUNK_ROWS_MAX + 1, 3 * fast.CHUNK_ROWS_MAX):
         x, w, b, want = linear_data(n, 37, 45, seed=n)
         out = np.full((n, 45), np.nan, dtype=np.float32)
-        fast.linear_rows(x, w, np.zeros((45, 37), dtype=np.float32), b, out,
-                         (1, 1, 3 * 37 * 45))
+        zeros = skinny.pack(np.zeros_like(w))
+        fast.linear_rows(x, w, zeros.tiles, zeros.bias, b, out, (1, 0, 3 * 37 * 45))
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-5, err_msg=f"n={n}")
 
 
@@ -238,8 +275,9 @@ def test_compile_forward_checks_eps() -> None:
 
 @pytest.fixture(params=[None, *PATHS], ids=lambda p: p or "loaded")
 def paths(request, monkeypatch) -> tuple[int, int, int]:
-    """The (rowwise_max, own_max, small_mnk) a numba model built now gets: as loaded
-    here, or forced through fast.matmul_paths, which CompiledForward asks when built."""
+    """The (rowwise_max, own_mask, small_mnk) a numba model built now gets: as loaded
+    (and measured) here, or forced through fast.matmul_paths, which CompiledForward asks
+    when built."""
     if request.param is not None:
         monkeypatch.setattr(fast, "matmul_paths", lambda kernel, vendor=None: PATHS[request.param])
     model = TransformerModel(CONFIG, random_params(CONFIG))
@@ -398,10 +436,11 @@ def test_greedy_decoding_is_token_identical(shipped, prompt: int) -> None:
 
 
 @needs_numba
-def test_greedy_decoding_is_token_identical_on_the_haswell_paths(shipped, monkeypatch) -> None:
-    """The same with the paths a Haswell/Zen kernel chooses (row by row for 2-3 rows, the
-    compiled kernel for 4-16: the blocks of k + 1 = 5 and the 16-node tree)."""
-    monkeypatch.setattr(fast, "matmul_paths", lambda kernel, vendor=None: PATHS["haswell"])
+@pytest.mark.parametrize("rule", ["haswell", "own", "blas"])
+def test_greedy_decoding_is_token_identical_on_other_paths(shipped, monkeypatch, rule) -> None:
+    """The same whatever the measurement chose: Haswell's BLAS paths (row by row for 2-3
+    rows), the skinny kernel at every block size, one BLAS call at every block size."""
+    monkeypatch.setattr(fast, "matmul_paths", lambda kernel, vendor=None: PATHS[rule])
     models = load_pretrained(backend="numba")
     ids = shipped["prompts"][0]
     assert decode_greedily(models, ids) == decode_greedily(shipped["numpy"], ids)
