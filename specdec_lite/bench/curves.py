@@ -13,7 +13,8 @@ so a setting that did not take effect shows in the result.
 
     {"machine": {...}, "settings": {...},
      "curves": [{"coretype_env", "kernel", "backend", "rowwise_max", "n", "target_s",
-                 "ratio", "draft_s", "c", "parts" (compiled backend only: forward_parts)},
+                 "ratio", "draft_s", "c", and for the compiled backend only "skinny_rows"
+                 and "parts" (forward_parts)},
                 ...]}
 """
 
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..models import fast, kernels
+from ..models import paths as product_paths
 from ..models.corpus import load_text
 from ..models.kernels import LN_EPS, causal_bias
 from ..models.transformer import TransformerModel
@@ -46,7 +48,8 @@ PREFIX = 160  # tokens cached before each forward: the benchmark's mean decoding
 def measure(backend: str, n_max: int = N_MAX, repeats: int = 30, seed: int = 0) -> dict:
     """One curve in this process: seconds of a target forward over n = 1..n_max tokens
     after a ``PREFIX``-token held-out prefix, and of one draft forward (c = draft / T(1));
-    for the compiled backend also :func:`forward_parts`."""
+    for the compiled backend also the block sizes its target sends to the skinny kernel
+    (``skinny_rows``, measured when it loaded) and :func:`forward_parts`."""
     models = load_pretrained(backend=backend)
     text = choose_prompts(load_text("heldout"), 1, PREFIX, seed)[0]
     prefix = np.array(models.tokenizer.encode(text)[:PREFIX], dtype=np.int64)  # [PREFIX]
@@ -57,6 +60,7 @@ def measure(backend: str, n_max: int = N_MAX, repeats: int = 30, seed: int = 0) 
              "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
              "draft_s": draft_s, "c": draft_s / target_s[0]}
     if backend == "numba":
+        curve["skinny_rows"] = product_paths.own_rows(models.target.compiled.paths[1])
         curve["parts"] = forward_parts(models.target, prefix, repeats=10 * repeats)
     return curve
 

@@ -43,7 +43,8 @@ def test_tau_prediction_at_in_run_costs_is_the_harness_prediction():
     for row in MEASURED:
         assert analysis.tau_prediction(BENCH, row) == pytest.approx(row["predicted_speedup_tau"])
         drafting, verification = analysis.step_parts(BENCH, row, in_run=False)
-        assert drafting > 0 and verification >= 1
+        # r(2) can come out just under 1: one token takes the BLAS path, two the skinny kernel
+        assert drafting > 0 and verification > 0.8
 
 
 def test_step_parts_on_a_hand_made_result():
