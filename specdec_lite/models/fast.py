@@ -10,10 +10,10 @@ its compiled version.
 What the fused forward saves. The numpy forward of the target makes about 250 numpy
 calls, each with microseconds of dispatch, a cost per forward whatever its n.
 :func:`gpt_forward` runs the whole network in one compiled call (exp and GELU in loops
-LLVM vectorises), and :func:`linear_rows` multiplies a few rows with the skinny kernel
-(:mod:`specdec_lite.models.skinny`, each weight read once for all the rows) up to the
-block size at which it beat the BLAS on this machine, measured when the model is
-compiled, and larger blocks with the BLAS.
+LLVM vectorises), and :func:`linear_rows` multiplies a block of rows with the skinny
+kernel (:mod:`specdec_lite.models.skinny`, each weight read once for all the rows) at
+the block sizes, up to 16 rows, at which it beat the BLAS on this machine when the model
+was compiled (:mod:`specdec_lite.models.paths`), and every other block with the BLAS.
 
 The arithmetic is the numpy forward's, in float32, in another summation order: logits
 agree with numpy's to about 1e-5 (``tests/unit/test_fast.py`` holds them within a stated
