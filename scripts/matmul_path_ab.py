@@ -19,7 +19,6 @@ import numpy as np
 from specdec_lite.bench.config import choose_prompts
 from specdec_lite.bench.timing import machine_info, pin_blas_threads
 from specdec_lite.models import fast
-from specdec_lite.models import paths as product_paths
 
 
 def main(mode: str) -> None:
@@ -51,7 +50,7 @@ def main(mode: str) -> None:
                       for _ in range(3) for p in prompts])  # [18, 2]
     m = machine_info()
     print(f"{mode}: {m['cpu_model']}, kernel {m['blas']['kernel']}, skinny kernel at "
-          f"{product_paths.own_rows(models.target.compiled.paths[1])} rows; plain "
+          f"{models.target.compiled.skinny_rows} rows; plain "
           f"{1e3 * np.median(pairs[:, 0]):.1f} ms, speculative {1e3 * np.median(pairs[:, 1]):.1f}"
           f" ms, speedup {np.median(pairs[:, 0] / pairs[:, 1]):.2f}")
 

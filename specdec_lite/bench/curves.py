@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from ..models import fast, kernels
-from ..models import paths as product_paths
 from ..models.corpus import load_text
 from ..models.kernels import LN_EPS, causal_bias
 from ..models.transformer import TransformerModel
@@ -60,7 +59,7 @@ def measure(backend: str, n_max: int = N_MAX, repeats: int = 30, seed: int = 0) 
              "target_s": target_s.tolist(), "ratio": (target_s / target_s[0]).tolist(),
              "draft_s": draft_s, "c": draft_s / target_s[0]}
     if backend == "numba":
-        curve["skinny_rows"] = product_paths.own_rows(models.target.compiled.paths[1])
+        curve["skinny_rows"] = models.target.compiled.skinny_rows
         curve["parts"] = forward_parts(models.target, prefix, repeats=10 * repeats)
     return curve
 

@@ -45,6 +45,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -319,7 +320,8 @@ def measure_sizes(sizes: Sequence[tuple[int, int]] = SIZES,
              for i, o in sizes]
     costs = [measure_rows_cost(d_in, d_out, ns=ns, kernel=kernel, repeats=repeats, seed=seed)
              for d_in, d_out in pairs for kernel in KERNELS]
-    return {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": timing.machine_info(),
+    return {"timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": timing.machine_info(),
             "skinny_tile": list(skinny.tile_shape()), "peak_flops": measure_peak_flops(),
             "settings": {"ns": [int(n) for n in ns], "repeats": repeats, "seed": seed},
             "costs": [{"name": c.name, "d_in": c.d_in, "d_out": c.d_out, "kernel": c.kernel,

@@ -23,7 +23,6 @@ import numpy as np
 from ..drafting.medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
 from ..engine.decode import Generation, generate, speculative_generate
 from ..engine.medusa_decode import medusa_generate
-from ..models import paths as product_paths
 from ..models.corpus import load_text
 from ..models.ngram import NGramModel
 from ..pretrained import Pretrained, load_pretrained
@@ -337,7 +336,7 @@ def own_rows_of(model: object) -> list[int] | None:
     """The block sizes a compiled model's forward sends to the skinny kernel, as measured
     when it was compiled (:mod:`specdec_lite.models.paths`); None for a numpy model."""
     compiled = getattr(model, "compiled", None)
-    return None if compiled is None else product_paths.own_rows(compiled.paths[1])
+    return None if compiled is None else compiled.skinny_rows
 
 
 def describe_models(models: Pretrained, ngram: NGramModel | None) -> dict:

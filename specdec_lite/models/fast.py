@@ -33,8 +33,8 @@ from . import paths as product_paths
 # Reassociation lets LLVM vectorise the sums (dot products, means); no "nnan"/"ninf",
 # since the attention bias is -inf for the entries a token may not see.
 FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
-# The rules that pick a product's path (:mod:`specdec_lite.models.paths`), under the names
-# this module has always had.
+# The rules that pick a product's path live in :mod:`specdec_lite.models.paths`; the
+# forward's callers (tests, scripts) reach them here too.
 MEASURE, SMALL_MNK = product_paths.MEASURE, product_paths.SMALL_MNK
 matmul_paths = product_paths.matmul_paths
 PREFIX_FOR_TIMING = 32  # cached tokens before the block when a forward is timed
@@ -442,6 +442,12 @@ class CompiledForward:
         kv = np.zeros((n_layer, 2, self.n_head, 2, d // self.n_head), dtype=np.float32)
         self(np.zeros((1, d), dtype=np.float32), kv, 0, None)
         self(np.zeros((1, d), dtype=np.float32), kv, 1, np.zeros((1, 1), dtype=np.float32))
+
+    @property
+    def skinny_rows(self) -> list[int]:
+        """The block sizes this forward sends to the skinny kernel, as measured when it
+        was compiled."""
+        return product_paths.own_rows(self.paths[1])
 
     def _timed_forward(self, n: int, paths) -> None:
         """One forward of n random rows after :data:`PREFIX_FOR_TIMING` cached ones, on

@@ -13,6 +13,26 @@ from ..bench.roofline import RowsCost, roofline_ratio
 from .common import COLORS
 
 
+def _label(cost: RowsCost) -> str:
+    """The kernel, with what ran it where that differs (``skinny (numba)``)."""
+    return cost.kernel if cost.backend == cost.kernel else f"{cost.kernel} ({cost.backend})"
+
+
+def _below_above(middle: np.ndarray, ci: np.ndarray) -> np.ndarray:  # [N], [N, 2] -> [2, N]
+    """An interval as errorbar's yerr: the distances below and above the middle."""
+    return np.clip([middle - ci[:, 0], ci[:, 1] - middle], 0, None)
+
+
+def _finish(fig: plt.Figure, axes: np.ndarray, machine: str, legend_size: int) -> plt.Figure:
+    """The shared y label and legend on the first panel, and the machine in the title."""
+    axes[0, 0].set_ylabel("r(n) = T(n) / T(1)")
+    axes[0, 0].legend(fontsize=legend_size, loc="upper left")
+    if machine:
+        fig.suptitle(f"measured on {machine}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def plot_rows_cost(costs: Sequence[RowsCost], peak_flops: float,
                    machine: str = "") -> plt.Figure:
     """One panel per layer: the median r(n) of every kernel measured on it with its 95%
@@ -28,22 +48,15 @@ def plot_rows_cost(costs: Sequence[RowsCost], peak_flops: float,
         ns = mine[0].ns
         for c in mine:
             marker, color = styles.get(c.kernel, ("^-", COLORS["theory"]))
-            err = np.clip([c.ratio - c.ratio_ci[:, 0], c.ratio_ci[:, 1] - c.ratio], 0, None)
-            name_of = c.kernel if c.backend == c.kernel else f"{c.kernel} ({c.backend})"
-            ax.errorbar(ns, c.ratio, yerr=err, fmt=marker, color=color, ms=4, capsize=2,
-                        label=f"{name_of}, measured")
+            ax.errorbar(ns, c.ratio, yerr=_below_above(c.ratio, c.ratio_ci), fmt=marker,
+                        color=color, ms=4, capsize=2, label=f"{_label(c)}, measured")
         bound = roofline_ratio(ns, d_in, d_out, min(c.median[0] for c in mine), peak_flops)
         ax.plot(ns, bound, "--", color=COLORS["theory"], label="roofline (computed)")
         ax.plot(ns, ns, ":", color="#b0b0b0", label="r(n) = n")
         ax.set_title(f"{name}, {d_in}×{d_out} ({mine[0].megabytes:.1f} MB)", fontsize=9)
         ax.set_xlabel("n (rows in one product)")
         ax.set_ylim(0, 1.1 * top)
-    axes[0, 0].set_ylabel("r(n) = T(n) / T(1)")
-    axes[0, 0].legend(fontsize=7, loc="upper left")
-    if machine:
-        fig.suptitle(f"measured on {machine}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, axes, machine, legend_size=7)
 
 
 def plot_rows_by_size(costs: Sequence[RowsCost], ns: Sequence[int] = (2, 4, 6),
@@ -62,20 +75,13 @@ def plot_rows_by_size(costs: Sequence[RowsCost], ns: Sequence[int] = (2, 4, 6),
         sizes = [c.megabytes for c in mine]
         for n, shade in zip(ns, shades, strict=True):
             j = list(mine[0].ns).index(n)
-            ratio = np.array([c.ratio[j] for c in mine])
-            err = np.clip([ratio - [c.ratio_ci[j, 0] for c in mine],
-                           [c.ratio_ci[j, 1] for c in mine] - ratio], 0, None)
-            ax.errorbar(sizes, ratio, yerr=err, fmt="o-", color=shade, ms=4, capsize=2,
-                        label=f"r({n})")
+            ratio = np.array([c.ratio[j] for c in mine])  # [sizes]
+            ci = np.array([c.ratio_ci[j] for c in mine])  # [sizes, 2]
+            ax.errorbar(sizes, ratio, yerr=_below_above(ratio, ci), fmt="o-", color=shade,
+                        ms=4, capsize=2, label=f"r({n})")
         ax.axhline(1.0, ls=":", color="#b0b0b0")
         ax.set_xscale("log")
-        backend = mine[0].backend
-        ax.set_title(kernel if backend == kernel else f"{kernel} ({backend})", fontsize=9)
+        ax.set_title(_label(mine[0]), fontsize=9)
         ax.set_xlabel("weights of the layer (MB, float32)")
         ax.set_ylim(0, 1.1 * top)
-    axes[0, 0].set_ylabel("r(n) = T(n) / T(1)")
-    axes[0, 0].legend(fontsize=8, loc="upper left")
-    if machine:
-        fig.suptitle(f"measured on {machine}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, axes, machine, legend_size=8)

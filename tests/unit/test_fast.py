@@ -285,6 +285,9 @@ def paths(request, monkeypatch) -> tuple[int, int, int]:
                                     LN_EPS)
     if request.param is not None:
         assert compiled.paths == PATHS[request.param]
+    assert set(compiled.skinny_rows) <= set(range(1, 63))
+    if request.param == "mixed":
+        assert compiled.skinny_rows == [2, 5, 9]
     return compiled.paths
 
 
