@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..drafting.medusa import MedusaHeads
+from ..engine.compiled_step import in_kernel
 from ..models import fast, kernels
 from ..models.ngram import NGramModel
 from ..models.transformer import TransformerModel
@@ -148,8 +149,9 @@ def _profile_key(function: Callable) -> tuple[str, int, str]:
 
 
 # the forwards as cProfile names them: (file, first line, function)
+# (a compiled step's kernel is counted whole: its forwards and a few microseconds of draws)
 FORWARDS = frozenset(_profile_key(f) for f in (TransformerModel.forward, MedusaHeads.logits,
-                                                NGramModel.last_probs))
+                                                NGramModel.last_probs, in_kernel))
 
 
 def profile_call(work: Callable[[], object]) -> dict:

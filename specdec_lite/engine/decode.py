@@ -293,8 +293,10 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     more than ``max_new_tokens`` tokens, stopping after ``eos_id``. ``name`` is the
     target's name in error messages.
 
-    ``step`` is :func:`speculative_step` or a function with its arguments and answer (the
-    fault boundary of :mod:`specdec_lite.engine.resilient` is one); it records into ``gen``
+    ``step`` is a function with :func:`speculative_step`'s arguments and answer (the fault
+    boundary of :mod:`specdec_lite.engine.resilient` is one); by default
+    :func:`speculative_step`, or its compiled twin for GPTs on the numba backend
+    (:func:`specdec_lite.engine.compiled_step.step_for`). It records into ``gen``
     (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
     with ``gen.tokens`` up to date.
 
@@ -305,7 +307,9 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     target = fresh(target)
     if proposer is not None:
         proposer = for_run(proposer, target)
-    step = speculative_step if step is None else step
+    if step is None:  # one compiled call per step where the models allow it
+        from .compiled_step import step_for  # it builds on this module's Step
+        step = step_for(target, proposer, sampling, rule) or speculative_step
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
@@ -384,11 +388,14 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     tail = np.resize(prompt[::-1], k_max)  # [k_max] stand-in drafts where none are proposed
     timed_target = fresh(model)  # the timing runs on caches of its own
     timed = for_run(proposer, timed_target)
+    from .compiled_step import step_for  # it builds on this module's Step
+    step, asked = step_for(timed_target, timed, sampling, rule), timed  # as the runs will
+    if step is None:  # a proposer may answer with fewer than k tokens: pad them to k
+        step, asked = speculative_step, Padded(timed, tail)
 
     def run_step(k: int) -> None:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
-        speculative_step(timed_target, Padded(timed, tail), prompt, k, sampling, rule, params,
-                         scratch, None, gen)
+        step(timed_target, asked, prompt, k, sampling, rule, params, scratch, None, gen)
 
     def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
         for reader, name in ((timed_target, "target"), (getattr(timed, "model", None), "draft")):

@@ -423,6 +423,7 @@ class CompiledForward:
         self.tiled = _tiled_block(self.weights) + skinny.pack_stacked(self.weights[10], no_bias)
         self.n_head, self.eps = n_head, np.float32(eps)
         self.no_bias = np.zeros((1, 1), dtype=np.float32)
+        self.slot_0 = np.zeros(1, dtype=np.int64)  # a single sequence's slot
         compile_kernels()
         self.paths = (1, 0, 0)  # for the warm-up, then measured
         self.warm_up()
@@ -472,8 +473,7 @@ class CompiledForward:
         output is then wrong. The batch of one of :meth:`batch`."""
         # one array type for every bias (a read-only one would compile a second signature)
         bias = self.no_bias if bias is None else np.array(bias, dtype=np.float32)  # [n, n]
-        one = np.zeros(1, dtype=np.int64)
-        return self._run(x, kv[:, :, None], one, one + start,
+        return self._run(x, kv[:, :, None], self.slot_0, np.array([start], dtype=np.int64),
                          np.array([0, x.shape[0]], dtype=np.int64), bias, leave_out)
 
     def batch(self, x: np.ndarray, kv: np.ndarray, slots: np.ndarray, starts: np.ndarray,

@@ -299,9 +299,12 @@ class TransformerModel:
                 raise ValueError(f"mask must be [{n}, {n}] bool with a True diagonal")
             bias = np.where(mask, np.float32(0), np.float32(-np.inf))  # [n, n]
         x = self.wte[tokens] + self.wpe[positions]  # [n, d]
-        one = np.zeros(1, np.int64)
-        logits, hidden = self.forward_rows(x, cache.kv[:, :, None], one, one + start,
-                                           np.array([0, n]), bias)  # [n, V], [n, d]
+        if self._compiled is not None:  # the batch of one, without forward_rows' checks
+            logits, hidden = self._compiled(x, cache.kv, start, bias)  # [n, V], [n, d]
+        else:
+            one = np.zeros(1, np.int64)
+            logits, hidden = self.forward_rows(x, cache.kv[:, :, None], one, one + start,
+                                               np.array([0, n]), bias)  # [n, V], [n, d]
         cache.tokens[start : start + n] = tokens
         cache.logits[start : start + n] = logits
         cache.hidden[start : start + n] = hidden

@@ -1,0 +1,314 @@
+"""One decoding step in one compiled call, for GPTs on the numba backend.
+
+The step of :func:`specdec_lite.engine.decode.speculative_step` makes a few dozen Python
+and numpy calls around its forwards: syncing each cache, a probability row per drafted
+token, the draws, the acceptance test, the residual, the bookkeeping. With the compiled
+forward of :mod:`specdec_lite.models.fast` (a third of a millisecond for the shipped
+target) those calls cost a fifth to a third of the wall clock. Here the same step runs
+as one numba call: the draft's forwards and draws, the target's forward, the exact (or
+greedy) rule and the bonus or correction token, writing both caches in place.
+
+It is the Python step, operation for operation: the same rows (softmax in float64, the
+temperature as :func:`~specdec_lite.rules.distributions.apply_temperature` applies it), the
+same uniforms from the sequence's Generator in the same order (numba draws from a numpy
+Generator's own stream), the same tests. Only summation orders differ, by an ulp or so, so
+a token can differ only when a uniform falls within about 1e-16 of a boundary; the tests
+check token-for-token equality with the Python step at T = 0 and T > 0.
+
+:func:`step_for` says when it applies (both models are :class:`TransformerModel` GPTs on
+the numba backend, a plain :class:`~specdec_lite.drafting.proposers.ModelDraft`, no
+top-k or top-p, the exact or greedy rule) and returns the step function
+:func:`specdec_lite.engine.decode.decode_loop` then calls instead of the Python one. A
+model with an ``observer`` (the benchmark's forward meter) gets each forward's rows and
+seconds, timed inside the compiled call, as the Python forward reports them.
+
+numba caches these kernels on disk keyed by this file; they link in the forward of
+``fast.py``, so whoever changes that forward must touch this file too.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from ..drafting.proposers import ModelDraft
+from ..models import fast
+from ..models.bound import BoundModel
+from ..models.transformer import TransformerModel
+from .decode import Step, cut_at_eos, speculative_step
+
+EXTRA = ("bonus", "correction", "sample")  # the kernels' extra-token codes
+RULE_CODES = {"exact": 0, "greedy": 1}
+# who ran a timed forward; typed int64, not as literals, so the kernels that take them are
+# compiled once (numba compiles a new version of a function for each literal argument)
+TARGET, DRAFT = np.int64(0), np.int64(1)
+
+
+# ------------------------------------------------------------------- the kernels (numba)
+
+def _rows(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
+    """``TransformerModel.rows_from_logits``: one-hot of the first argmax at T = 0, else
+    the float64 softmax, re-tempered as ``apply_temperature`` does when T != 1."""
+    m, v = logits.shape
+    for r in range(m):
+        if temperature == 0.0:
+            out[r, :] = 0.0
+            out[r, np.argmax(logits[r])] = 1.0
+            continue
+        z = logits[r].astype(np.float64)
+        z -= z.max()
+        z = np.exp(z)
+        z /= z.sum()
+        if temperature != 1.0:
+            z = np.log(z)
+            z = (z - z.max()) / temperature
+            z -= z.max()
+            z = np.exp(z)
+            z /= z.sum()
+        out[r, :] = z
+
+
+def _sample(p, rng):  # [V] -> one id, by inverse CDF with one uniform
+    cdf = np.cumsum(p)
+    return np.searchsorted(cdf, rng.random() * cdf[-1], side="right")
+
+
+def _sync(seq, cache_tokens, state):
+    """The length of ``seq``'s prefix the cache holds; the cache cut back to it.
+    ``state`` = [length, n_causal] of the cache, updated in place."""
+    m = min(seq.shape[0], state[1])
+    common = m
+    for i in range(m):
+        if seq[i] != cache_tokens[i]:
+            common = i
+            break
+    if common < state[0]:
+        state[0] = common
+        state[1] = min(state[1], common)
+    return common
+
+
+def _append(model, cache, state, toks, times, n_times, who, timed):
+    """Forward ``toks`` [n] after the cache's entries (a causal block), writing the cache's
+    keys and values, tokens, logits and hidden states, as ``TransformerModel.forward``.
+    Returns the number of timings in ``times`` ([who, n, seconds] rows)."""
+    wte, wpe, weights, tiled, paths, n_head, eps = model
+    kv, cache_tokens, cache_logits, cache_hidden = cache
+    n, start = toks.shape[0], state[0]
+    if n == 0:
+        return n_times
+    t0 = 0.0
+    if timed:
+        with objmode(t0="float64"):  # noqa: F821 (numba.objmode, bound by _compile)
+            t0 = time.perf_counter()
+    d = wte.shape[1]
+    x = np.empty((n, d), dtype=np.float32)
+    for r in range(n):
+        x[r] = wte[toks[r]] + wpe[start + r]
+    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)
+    for r in range(n):
+        for c in range(r + 1, n):
+            bias[r, c] = -np.inf
+    logits = np.empty((n, cache_logits.shape[1]), dtype=np.float32)
+    hidden = np.empty((n, d), dtype=np.float32)
+    l_, two, h, cap, dh = kv.shape
+    slots = np.zeros(1, dtype=np.int64)
+    starts = np.full(1, start, dtype=np.int64)
+    offsets = np.array([0, n], dtype=np.int64)
+    whole = np.int64(0)  # leave nothing out, typed as the Python callers pass it, so the
+    # forward compiled for them is the one linked in here
+    fast.gpt_forward(x, kv.reshape((l_, two, 1, h, cap, dh)), slots, starts, offsets, bias,
+                     n_head, eps, paths, weights, tiled, logits, hidden, whole)
+    cache_tokens[start : start + n] = toks
+    cache_logits[start : start + n] = logits
+    cache_hidden[start : start + n] = hidden
+    state[0] = start + n
+    state[1] = start + n
+    if timed:
+        t1 = 0.0
+        with objmode(t1="float64"):  # noqa: F821
+            t1 = time.perf_counter()
+        times[n_times, 0], times[n_times, 1], times[n_times, 2] = who, n, t1 - t0
+        n_times += 1
+    return n_times
+
+
+def plain_kernel(target, t_cache, t_state, seq, temperature, rule, rng, times, timed):
+    """A plain step (no draft): one target row after ``seq``, its token by ``rule``
+    (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
+    n = seq.shape[0]
+    common = _sync(seq, t_cache[1], t_state)
+    n_times = _append(target, t_cache, t_state, seq[common:], times, np.int64(0), TARGET,
+                      timed)
+    p = np.empty((1, t_cache[2].shape[1]))
+    _rows(t_cache[2][n - 1 : n], temperature, p)
+    token = np.argmax(p[0]) if rule == 1 else _sample(p[0], rng)
+    return token, n_times
+
+
+def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
+                       temperature, rule, rng, drafted, emitted, times, timed):
+    """A speculative step: k draft tokens after ``seq`` (into ``drafted`` [k]), one target
+    forward over the last token and the drafts, the rule, then the bonus or correction
+    token; the emitted tokens go into ``emitted`` [k + 1]. Returns (accepted, emitted,
+    extra code: 0 bonus, 1 correction, timings)."""
+    n = seq.shape[0]
+    v = t_cache[2].shape[1]
+    ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
+    ctx[:n] = seq
+    q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
+    common = _sync(seq, d_cache[1], d_state)
+    n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, timed)
+    for i in range(k):
+        if i > 0:
+            n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
+                              n_times, DRAFT, timed)
+        _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
+        ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], rng)
+    drafted[:] = ctx[n:]
+    common = _sync(ctx, t_cache[1], t_state)
+    n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, timed)
+    p = np.empty((k + 1, v))  # [k + 1, V] the target's rows
+    _rows(t_cache[2][n - 1 : n + k], temperature, p)
+    accepted = k
+    if rule == 1:
+        for i in range(k):
+            if drafted[i] != np.argmax(p[i]):
+                accepted = i
+                break
+    else:
+        r = rng.random(k)  # [k] one uniform per drafted token, all drawn
+        for i in range(k):
+            if not r[i] * q[i, drafted[i]] < p[i, drafted[i]]:
+                accepted = i
+                break
+    emitted[:accepted] = drafted[:accepted]
+    if accepted == k:
+        dist, extra = p[k], 0
+    else:
+        extra = 1
+        dist = p[accepted]
+        if rule == 0:  # the residual norm(max(0, p - q)), or p where it has no mass
+            diff = np.maximum(p[accepted] - q[accepted], 0.0)
+            mass = diff.sum()
+            if mass > 0:
+                dist = diff / mass
+    emitted[accepted] = np.argmax(dist) if rule == 1 else _sample(dist, rng)
+    return accepted, accepted + 1, extra, n_times
+
+
+@functools.cache
+def _compile() -> tuple:
+    """The kernels above, compiled (cached on disk by numba); ``ImportError`` without it."""
+    fast.compile_kernels()
+    numba = fast.numba_module()
+    scope = globals()
+    scope["objmode"] = numba.objmode
+    jit = numba.njit(cache=True)  # no fastmath: the draws compare as the Python step's
+    for name in ("_rows", "_sample", "_sync", "_append"):
+        scope[name] = jit(scope[name])
+    return jit(plain_kernel), jit(speculative_kernel)
+
+
+# ------------------------------------------------------------------- the step (Python)
+
+def _parts(model: object) -> tuple | None:
+    """(model tuple, cache tuple, cache) of a GPT on one cache on the numba backend."""
+    if not isinstance(model, BoundModel) or not isinstance(model.model, TransformerModel):
+        return None
+    gpt, cache = model.model, model.cache
+    compiled = gpt.compiled
+    if compiled is None:
+        return None
+    packed = (gpt.wte, gpt.wpe, compiled.weights, compiled.tiled, compiled.paths,
+              compiled.n_head, compiled.eps)
+    return packed, (cache.kv, cache.tokens, cache.logits, cache.hidden), cache
+
+
+def step_for(target: object, proposer: object | None, sampling: object,
+             rule: str) -> object | None:
+    """The compiled step for this run, or None where only the Python step applies (see
+    the module). ``target`` and ``proposer`` are the run's own (on their caches)."""
+    if rule not in RULE_CODES or sampling.top_k is not None or sampling.top_p is not None:
+        return None
+    if _parts(target) is None:
+        return None
+    if proposer is not None:
+        if (type(proposer) is not ModelDraft or proposer.min_confidence is not None
+                or _parts(proposer.model) is None):
+            return None
+    return CompiledStep()
+
+
+def in_kernel(kernel: object, *args: object) -> tuple:
+    """``kernel(*args)``, in a Python frame of its own: the benchmark's profile
+    (:func:`specdec_lite.bench.timing.profile_call`) counts its time as forward time, since
+    all but a few microseconds of it are the forwards inside."""
+    return kernel(*args)
+
+
+class CompiledStep:
+    """A step function of :func:`~specdec_lite.engine.decode.decode_loop` (the arguments
+    and answer of :func:`~specdec_lite.engine.decode.speculative_step`) that runs the step
+    in one compiled call."""
+
+    def __init__(self) -> None:
+        self.plain, self.speculative = _compile()
+        self.times = np.zeros((0, 3))
+
+    def __call__(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
+                 sampling: object, rule: str, params: dict, rng: np.random.Generator,
+                 eos_id: int | None, gen: object, name: str = "target"
+                 ) -> tuple[np.ndarray, bool]:
+        t_model, t_cache, t_kv = _parts(target)
+        gpt = target.model
+        draft = proposer.model if proposer is not None and k > 0 else None
+        d_parts = _parts(draft) if draft is not None else None
+        if len(seq) + k > min(gpt.config.max_len, t_kv.capacity) or (
+                d_parts is not None
+                and len(seq) + k - 1 > min(draft.model.config.max_len, d_parts[2].capacity)):
+            # past a window or a cache: the Python step, which raises the error
+            return speculative_step(target, proposer, seq, k, sampling, rule, params, rng,
+                                    eos_id, gen, name)
+        timed = gpt.observer is not None or (draft is not None
+                                             and draft.model.observer is not None)
+        if len(self.times) < k + 1:
+            self.times = np.zeros((k + 1, 3))  # [forwards, (who, rows, seconds)]
+        t_state = np.array([t_kv.length, t_kv.n_causal], dtype=np.int64)
+        code = RULE_CODES[rule]
+        if d_parts is None:
+            token, n_times = in_kernel(self.plain, t_model, t_cache, t_state, seq,
+                                       sampling.temperature, code, rng, self.times, timed)
+            states = ((t_kv, t_state),)
+            emitted = np.array([token], dtype=np.int64)  # [1]
+            drafted, accepted = emitted[:0], 0
+            extra = "bonus" if proposer is not None else "sample"
+        else:
+            d_model, d_cache, d_kv = d_parts
+            d_state = np.array([d_kv.length, d_kv.n_causal], dtype=np.int64)
+            drafted = np.empty(k, dtype=np.int64)  # [k]
+            out = np.empty(k + 1, dtype=np.int64)  # [k + 1]
+            accepted, n_out, code, n_times = in_kernel(
+                self.speculative, t_model, t_cache, t_state, d_model, d_cache, d_state, seq, k,
+                sampling.temperature, code, rng, drafted, out, self.times, timed)
+            states = ((t_kv, t_state), (d_kv, d_state))
+            emitted, extra = out[:n_out], EXTRA[code]
+            gen.n_draft_calls += k
+        for cache, state in states:
+            cache.length, cache.n_causal = int(state[0]), int(state[1])
+        gen.n_target_calls += 1
+        if timed:
+            self._report(gpt, draft, n_times)
+        emitted, hit_eos = cut_at_eos(emitted, eos_id)
+        gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
+                              extra))
+        return emitted, hit_eos
+
+    def _report(self, gpt: TransformerModel, draft: BoundModel | None, n_times: int) -> None:
+        """Each timed forward to its model's observer: (rows, seconds)."""
+        for who, n, seconds in self.times[:n_times]:
+            model = gpt if who == 0 else draft.model
+            if model.observer is not None:
+                model.observer(int(n), float(seconds))

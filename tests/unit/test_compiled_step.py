@@ -1,0 +1,165 @@
+"""The compiled step (specdec_lite.engine.compiled_step) against the Python step it mirrors:
+the same tokens, steps, draws and caches for GPTs on the numba backend, at T = 0 and T > 0,
+both rules, every k, with EOS, a draft-length policy and a warm cache; the forward meter
+sees the same forwards; it stays out of the way where it does not apply.
+
+Its exactness against enumerated sequence laws is in
+tests/statistical/test_compiled_step_exact.py. Every test needs numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import CONFIG, random_params
+
+from specdec_lite.bench.timing import ForwardMeter
+from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
+from specdec_lite.engine import compiled_step
+from specdec_lite.engine.decode import generate, speculative_generate
+from specdec_lite.models import fast
+from specdec_lite.models.transformer import TransformerConfig, TransformerModel
+from specdec_lite.rules.distributions import Sampling
+
+pytestmark = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
+
+DRAFT_CONFIG = TransformerConfig(vocab_size=13, n_layer=1, n_head=2, d_model=16, max_len=40)
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[TransformerModel, TransformerModel]:
+    """A random target and draft GPT on the numba backend (flattened logits, so tokens vary)."""
+    target_params, draft_params = random_params(CONFIG, 0), random_params(DRAFT_CONFIG, 3)
+    target_params["wte"] *= 0.3
+    draft_params["wte"] *= 0.3
+    return (TransformerModel(CONFIG, target_params, backend="numba"),
+            TransformerModel(DRAFT_CONFIG, draft_params, backend="numba"))
+
+
+@pytest.fixture
+def python_step(monkeypatch):
+    """A function running its argument with the compiled step switched off."""
+    def run(decode):
+        with monkeypatch.context() as patch:
+            patch.setattr(compiled_step, "step_for", lambda *args: None)
+            return decode()
+    return run
+
+
+def same_run(a, b) -> bool:
+    return (a.tokens.tolist() == b.tokens.tolist() and a.steps == b.steps
+            and (a.n_target_calls, a.n_draft_calls) == (b.n_target_calls, b.n_draft_calls))
+
+
+PROMPT = np.array([1, 5, 2, 7, 3], dtype=np.int64)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.6, 1.0, 1.4])
+@pytest.mark.parametrize("rule", ["exact", "greedy"])
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_same_run_as_the_python_step(pair, python_step, temperature, rule, k):
+    target, draft = pair
+    for seed in range(3):
+        def decode(seed=seed):
+            return speculative_generate(target, draft, PROMPT, k=k, max_new_tokens=30,
+                                        temperature=temperature, rule=rule, seed=seed)
+        compiled, python = decode(), python_step(decode)
+        assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_plain_decoding_is_the_same_run(pair, python_step, temperature):
+    target = pair[0]
+    def decode():
+        return generate(target, PROMPT, max_new_tokens=30, temperature=temperature, seed=4)
+    assert same_run(decode(), python_step(decode))
+
+
+def test_eos_a_policy_and_a_warm_cache_give_the_same_run(pair, python_step):
+    target, draft = pair
+    cache = target.new_state()
+    target.probs(PROMPT, cache=cache)  # the prompt forwarded before the run, as the bench does
+    eos = int(generate(target, PROMPT, max_new_tokens=12, temperature=1.0, seed=9).tokens[-1])
+
+    def decode():
+        warm = target.new_state()
+        warm.kv[:], warm.tokens[:], warm.logits[:] = cache.kv, cache.tokens, cache.logits
+        warm.hidden[:], warm.length, warm.n_causal = cache.hidden, cache.length, cache.n_causal
+        return speculative_generate(target.bound(warm), draft, PROMPT, k=4, max_new_tokens=30,
+                                    temperature=1.0, seed=9, eos_id=eos, policy="heuristic")
+    compiled, python = decode(), python_step(decode)
+    assert same_run(compiled, python)
+    assert compiled.tokens[-1] == eos and len({len(s.proposed) for s in compiled.steps}) > 1
+
+
+def test_the_draws_advance_the_generator_as_the_python_step_does(pair, python_step):
+    target, draft = pair
+    rngs = [np.random.default_rng(11), np.random.default_rng(11)]
+    speculative_generate(target, draft, PROMPT, k=3, max_new_tokens=20, temperature=1.0,
+                         seed=rngs[0])
+    python_step(lambda: speculative_generate(target, draft, PROMPT, k=3, max_new_tokens=20,
+                                             temperature=1.0, seed=rngs[1]))
+    assert rngs[0].random() == rngs[1].random()
+
+
+def test_the_caches_end_as_the_python_steps_leave_them(pair, python_step):
+    target, draft = pair
+    states = []
+    for run in (lambda f: f(), python_step):
+        t_cache, d_cache = target.new_state(), draft.new_state()
+        run(lambda t=t_cache, d=d_cache: speculative_generate(
+            target.bound(t), draft.bound(d), PROMPT, k=3, max_new_tokens=20, temperature=1.0,
+            seed=2))
+        states.append([(c.length, c.n_causal, c.tokens[: c.length].tolist())
+                       for c in (t_cache, d_cache)])
+        assert np.allclose(t_cache.logits[: t_cache.length],
+                           target.logits(t_cache.tokens[: t_cache.length]), atol=1e-5)
+    assert states[0] == states[1]
+
+
+def test_the_meter_sees_the_same_forwards(pair, python_step):
+    target, draft = pair
+    calls = []
+    for run in (lambda f: f(), python_step):
+        with ForwardMeter({"target": target, "draft": draft}) as meter:
+            run(lambda: speculative_generate(target, draft, PROMPT, k=3, max_new_tokens=20,
+                                             temperature=1.0, seed=5))
+        calls.append(dict(meter.calls))
+        assert meter.seconds > 0
+    assert calls[0] == calls[1]
+
+
+def test_used_only_where_it_applies(pair):
+    target, draft = pair
+    bound, greedy, hot = target.bound(), Sampling(0.0), Sampling(1.0)
+    own_draft = ModelDraft(draft).for_sequence(bound)
+    assert isinstance(compiled_step.step_for(bound, own_draft, hot, "exact"),
+                      compiled_step.CompiledStep)
+    assert isinstance(compiled_step.step_for(bound, None, greedy, "greedy"),
+                      compiled_step.CompiledStep)
+    numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
+    unsure = ModelDraft(draft, min_confidence=0.5).for_sequence(bound)
+    for args in [(numpy_target.bound(), own_draft, hot, "exact"),  # the numpy forward
+                 (target, own_draft, hot, "exact"),  # not on a cache of its own
+                 (bound, own_draft, Sampling(1.0, top_k=3), "exact"),  # a cut
+                 (bound, own_draft, Sampling(1.0, top_p=0.9), "exact"),
+                 (bound, own_draft, hot, "typical"),  # a lossy rule
+                 (bound, PromptLookup(), hot, "exact"),  # another proposer
+                 (bound, unsure, hot, "exact")]:
+        assert compiled_step.step_for(*args) is None, args
+
+
+def test_a_run_past_the_window_fails_as_before(pair):
+    target, draft = pair
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        speculative_generate(target, draft, PROMPT, k=3, max_new_tokens=CONFIG.max_len,
+                             temperature=1.0, seed=0)
+
+
+def test_a_small_cache_falls_back_to_the_python_step_and_its_error(pair):
+    target, draft = pair
+    small = TransformerModel(CONFIG, random_params(CONFIG, 0), cache_capacity=8,
+                             backend="numba")
+    with pytest.raises(ValueError, match="cache capacity"):
+        speculative_generate(small, draft, PROMPT, k=3, max_new_tokens=10, temperature=1.0,
+                             seed=0)
