@@ -28,6 +28,7 @@ numba caches these kernels on disk keyed by this file; they link in the forward 
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import time
 
@@ -70,9 +71,10 @@ def _rows(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
         out[r, :] = z
 
 
-def _sample(p, rng):  # [V] -> one id, by inverse CDF with one uniform
+def _sample(p, draw, state):  # [V] -> one id, by inverse CDF with one uniform
     cdf = np.cumsum(p)
-    return np.searchsorted(cdf, rng.random() * cdf[-1], side="right")
+    return np.searchsorted(cdf, next_double(draw, state) * cdf[-1],  # noqa: F821
+                           side="right")
 
 
 def _sync(seq, cache_tokens, state):
@@ -135,7 +137,7 @@ def _append(model, cache, state, toks, times, n_times, who, timed):
     return n_times
 
 
-def plain_kernel(target, t_cache, t_state, seq, temperature, rule, rng, times, timed):
+def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, timed):
     """A plain step (no draft): one target row after ``seq``, its token by ``rule``
     (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
     n = seq.shape[0]
@@ -144,12 +146,12 @@ def plain_kernel(target, t_cache, t_state, seq, temperature, rule, rng, times, t
                       timed)
     p = np.empty((1, t_cache[2].shape[1]))
     _rows(t_cache[2][n - 1 : n], temperature, p)
-    token = np.argmax(p[0]) if rule == 1 else _sample(p[0], rng)
+    token = np.argmax(p[0]) if rule == 1 else _sample(p[0], draw, state)
     return token, n_times
 
 
 def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
-                       temperature, rule, rng, drafted, emitted, times, timed):
+                       temperature, rule, draw, state, drafted, emitted, times, timed):
     """A speculative step: k draft tokens after ``seq`` (into ``drafted`` [k]), one target
     forward over the last token and the drafts, the rule, then the bonus or correction
     token; the emitted tokens go into ``emitted`` [k + 1]. Returns (accepted, emitted,
@@ -166,7 +168,7 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
             n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
                               n_times, DRAFT, timed)
         _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
-        ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], rng)
+        ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
     drafted[:] = ctx[n:]
     common = _sync(ctx, t_cache[1], t_state)
     n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, timed)
@@ -179,7 +181,9 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
                 accepted = i
                 break
     else:
-        r = rng.random(k)  # [k] one uniform per drafted token, all drawn
+        r = np.empty(k)  # [k] one uniform per drafted token, all drawn
+        for i in range(k):
+            r[i] = next_double(draw, state)  # noqa: F821
         for i in range(k):
             if not r[i] * q[i, drafted[i]] < p[i, drafted[i]]:
                 accepted = i
@@ -195,8 +199,30 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
             mass = diff.sum()
             if mass > 0:
                 dist = diff / mass
-    emitted[accepted] = np.argmax(dist) if rule == 1 else _sample(dist, rng)
+    emitted[accepted] = np.argmax(dist) if rule == 1 else _sample(dist, draw, state)
     return accepted, accepted + 1, extra, n_times
+
+
+def _uniform_intrinsic() -> object:
+    """``next_double(draw, state)``: one uniform in [0, 1) from a numpy BitGenerator, given
+    the addresses of its ``next_double`` function and its state (its ``ctypes`` interface),
+    exactly as ``Generator.random()`` draws it. Passing two integers instead of the
+    Generator spares the call numba's typing of a Generator argument, which costs more
+    than the rest of a step's Python."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def next_double(typingctx, draw, state):
+        def codegen(context, builder, signature, args):
+            state_ptr = ir.IntType(8).as_pointer()
+            fn_type = ir.FunctionType(ir.DoubleType(), [state_ptr])
+            fn = builder.inttoptr(args[0], fn_type.as_pointer())
+            return builder.call(fn, [builder.inttoptr(args[1], state_ptr)])
+        return types.float64(types.uintp, types.uintp), codegen
+
+    return next_double
 
 
 @functools.cache
@@ -206,10 +232,17 @@ def _compile() -> tuple:
     numba = fast.numba_module()
     scope = globals()
     scope["objmode"] = numba.objmode
+    scope["next_double"] = _uniform_intrinsic()
     jit = numba.njit(cache=True)  # no fastmath: the draws compare as the Python step's
     for name in ("_rows", "_sample", "_sync", "_append"):
         scope[name] = jit(scope[name])
     return jit(plain_kernel), jit(speculative_kernel)
+
+
+def uniform_source(rng: np.random.Generator) -> tuple[int, int]:
+    """The addresses (``next_double``, state) the kernels draw ``rng``'s uniforms from."""
+    bits = rng.bit_generator.ctypes
+    return ctypes.cast(bits.next_double, ctypes.c_void_p).value, bits.state_address
 
 
 # ------------------------------------------------------------------- the step (Python)
@@ -252,52 +285,63 @@ def in_kernel(kernel: object, *args: object) -> tuple:
 class CompiledStep:
     """A step function of :func:`~specdec_lite.engine.decode.decode_loop` (the arguments
     and answer of :func:`~specdec_lite.engine.decode.speculative_step`) that runs the step
-    in one compiled call."""
+    in one compiled call. What it hands the kernels for a model on its cache (the weights,
+    the cache's arrays) is gathered once per run, not per step."""
 
     def __init__(self) -> None:
         self.plain, self.speculative = _compile()
-        self.times = np.zeros((0, 3))
+        self.times = np.zeros((0, 3))  # [forwards, (who, rows, seconds)]
+        self.rng, self.source = None, (0, 0)
+        self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
+
+    def _parts_of(self, model: BoundModel) -> tuple:
+        """:func:`_parts` of ``model`` plus its cache's [length, n_causal] array, kept."""
+        known = self.parts.get(id(model))
+        if known is None or known[0] is not model:
+            known = self.parts[id(model)] = (model, *_parts(model),
+                                             np.zeros(2, dtype=np.int64))
+        cache, state = known[3], known[4]
+        state[0], state[1] = cache.length, cache.n_causal  # as the cache is now
+        return known
 
     def __call__(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
                  sampling: object, rule: str, params: dict, rng: np.random.Generator,
                  eos_id: int | None, gen: object, name: str = "target"
                  ) -> tuple[np.ndarray, bool]:
-        t_model, t_cache, t_kv = _parts(target)
+        _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
         gpt = target.model
         draft = proposer.model if proposer is not None and k > 0 else None
-        d_parts = _parts(draft) if draft is not None else None
-        if len(seq) + k > min(gpt.config.max_len, t_kv.capacity) or (
-                d_parts is not None
-                and len(seq) + k - 1 > min(draft.model.config.max_len, d_parts[2].capacity)):
+        if draft is not None:
+            _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
+        if len(seq) + k > min(gpt.config.max_len, t_cache.capacity) or (
+                draft is not None
+                and len(seq) + k - 1 > min(draft.model.config.max_len, d_cache.capacity)):
             # past a window or a cache: the Python step, which raises the error
             return speculative_step(target, proposer, seq, k, sampling, rule, params, rng,
                                     eos_id, gen, name)
         timed = gpt.observer is not None or (draft is not None
                                              and draft.model.observer is not None)
         if len(self.times) < k + 1:
-            self.times = np.zeros((k + 1, 3))  # [forwards, (who, rows, seconds)]
-        t_state = np.array([t_kv.length, t_kv.n_causal], dtype=np.int64)
-        code = RULE_CODES[rule]
-        if d_parts is None:
-            token, n_times = in_kernel(self.plain, t_model, t_cache, t_state, seq,
-                                       sampling.temperature, code, rng, self.times, timed)
-            states = ((t_kv, t_state),)
+            self.times = np.zeros((k + 1, 3))
+        draw, state = self._uniforms(rng)
+        if draft is None:
+            token, n_times = in_kernel(self.plain, t_model, t_arrays, t_state, seq,
+                                       sampling.temperature, RULE_CODES[rule], draw, state,
+                                       self.times, timed)
             emitted = np.array([token], dtype=np.int64)  # [1]
             drafted, accepted = emitted[:0], 0
             extra = "bonus" if proposer is not None else "sample"
         else:
-            d_model, d_cache, d_kv = d_parts
-            d_state = np.array([d_kv.length, d_kv.n_causal], dtype=np.int64)
             drafted = np.empty(k, dtype=np.int64)  # [k]
             out = np.empty(k + 1, dtype=np.int64)  # [k + 1]
             accepted, n_out, code, n_times = in_kernel(
-                self.speculative, t_model, t_cache, t_state, d_model, d_cache, d_state, seq, k,
-                sampling.temperature, code, rng, drafted, out, self.times, timed)
-            states = ((t_kv, t_state), (d_kv, d_state))
+                self.speculative, t_model, t_arrays, t_state, d_model, d_arrays, d_state, seq,
+                k, sampling.temperature, RULE_CODES[rule], draw, state, drafted, out,
+                self.times, timed)
+            d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
             emitted, extra = out[:n_out], EXTRA[code]
             gen.n_draft_calls += k
-        for cache, state in states:
-            cache.length, cache.n_causal = int(state[0]), int(state[1])
+        t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += 1
         if timed:
             self._report(gpt, draft, n_times)
@@ -305,6 +349,12 @@ class CompiledStep:
         gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
                               extra))
         return emitted, hit_eos
+
+    def _uniforms(self, rng: np.random.Generator) -> tuple[int, int]:
+        """``rng``'s uniform source (:func:`uniform_source`), looked up once per run."""
+        if self.rng is not rng:
+            self.rng, self.source = rng, uniform_source(rng)  # holding rng keeps it alive
+        return self.source
 
     def _report(self, gpt: TransformerModel, draft: BoundModel | None, n_times: int) -> None:
         """Each timed forward to its model's observer: (rows, seconds)."""
