@@ -93,9 +93,26 @@ def _sync(seq, cache_tokens, state):
 
 
 def _append(model, cache, state, toks, times, n_times, who, timed):
-    """Forward ``toks`` [n] after the cache's entries (a causal block), writing the cache's
-    keys and values, tokens, logits and hidden states, as ``TransformerModel.forward``.
-    Returns the number of timings in ``times`` ([who, n, seconds] rows)."""
+    """Forward ``toks`` [n] after the cache's entries as a causal block
+    (``TransformerModel.forward`` without positions or mask). Returns the number of
+    timings in ``times``."""
+    n = toks.shape[0]
+    depth = np.arange(n)  # [n]
+    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)  # [n, n] causal
+    for r in range(n):
+        for c in range(r + 1, n):
+            bias[r, c] = -np.inf
+    return _forward_block(model, cache, state, toks, depth, bias, True, times, n_times, who,
+                          timed)
+
+
+def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_times, who,
+                   timed):
+    """Forward ``toks`` [n] after the cache's entries at positions entries + ``depth`` [n]
+    with ``bias`` [n, n] over the block (0 or -inf), writing the cache's keys and values,
+    tokens, logits and hidden states, as ``TransformerModel.forward`` does; a ``causal``
+    block extends the committed prefix. Each forward's [who, n, seconds] goes into
+    ``times`` when ``timed``; returns the number of timings there."""
     wte, wpe, weights, tiled, paths, n_head, eps = model
     kv, cache_tokens, cache_logits, cache_hidden = cache
     n, start = toks.shape[0], state[0]
@@ -108,11 +125,7 @@ def _append(model, cache, state, toks, times, n_times, who, timed):
     d = wte.shape[1]
     x = np.empty((n, d), dtype=np.float32)
     for r in range(n):
-        x[r] = wte[toks[r]] + wpe[start + r]
-    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)
-    for r in range(n):
-        for c in range(r + 1, n):
-            bias[r, c] = -np.inf
+        x[r] = wte[toks[r]] + wpe[start + depth[r]]
     logits = np.empty((n, cache_logits.shape[1]), dtype=np.float32)
     hidden = np.empty((n, d), dtype=np.float32)
     l_, two, h, cap, dh = kv.shape
@@ -127,7 +140,8 @@ def _append(model, cache, state, toks, times, n_times, who, timed):
     cache_logits[start : start + n] = logits
     cache_hidden[start : start + n] = hidden
     state[0] = start + n
-    state[1] = start + n
+    if causal and state[1] == start:
+        state[1] = start + n
     if timed:
         t1 = 0.0
         with objmode(t1="float64"):  # noqa: F821
@@ -203,6 +217,50 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
     return accepted, accepted + 1, extra, n_times
 
 
+def tree_kernel(target, t_cache, t_state, tokens, depth, bias, parent, ancestors, path,
+                times, timed):
+    """A Medusa step's greedy verification: forward the tree ``tokens`` [N+1] (node 0 the
+    root) on top of the committed prefix at positions prefix + ``depth``, seeing only
+    ancestors (``bias``); accept a node whose token is the target's argmax at its
+    ``parent``; keep the deepest path whose nodes are all accepted (into ``path``, the
+    first such when several are as deep) and commit it to the cache, as
+    ``TransformerModel.commit_path`` does. Returns (path length, the target's argmax
+    after the path's last node, timings)."""
+    base, n1 = t_state[1], tokens.shape[0]
+    t_state[0] = base  # an earlier block is dropped, as score_tree does
+    n_times = _forward_block(target, t_cache, t_state, tokens, depth, bias, False, times,
+                             np.int64(0), TARGET, timed)
+    kv, cache_tokens, cache_logits, cache_hidden = t_cache
+    ok = np.empty(n1, dtype=np.bool_)  # [N+1] the target takes the node's token
+    ok[0] = True
+    for j in range(1, n1):
+        ok[j] = tokens[j] == np.argmax(cache_logits[base + parent[j]])
+    best, last = -1, 0
+    for i in range(n1):
+        whole = True
+        for j in range(n1):
+            if ancestors[i, j] and not ok[j]:
+                whole = False
+                break
+        if whole and depth[i] > best:
+            best, last = depth[i], i
+    extra = np.argmax(cache_logits[base + last])
+    m = 0
+    for j in range(n1):
+        if ancestors[last, j]:
+            path[m] = j
+            m += 1
+    for i in range(m):  # slot base + path[i] moves to base + i (never onto a later source)
+        src, dst = base + path[i], base + i
+        if src != dst:
+            kv[:, :, :, dst, :] = kv[:, :, :, src, :]
+            cache_tokens[dst] = cache_tokens[src]
+            cache_logits[dst] = cache_logits[src]
+            cache_hidden[dst] = cache_hidden[src]
+    t_state[0] = t_state[1] = base + m
+    return m, extra, n_times
+
+
 def _uniform_intrinsic() -> object:
     """``next_double(draw, state)``: one uniform in [0, 1) from a numpy BitGenerator, given
     the addresses of its ``next_double`` function and its state (its ``ctypes`` interface),
@@ -234,9 +292,9 @@ def _compile() -> tuple:
     scope["objmode"] = numba.objmode
     scope["next_double"] = _uniform_intrinsic()
     jit = numba.njit(cache=True)  # no fastmath: the draws compare as the Python step's
-    for name in ("_rows", "_sample", "_sync", "_append"):
+    for name in ("_rows", "_sample", "_sync", "_forward_block", "_append"):
         scope[name] = jit(scope[name])
-    return jit(plain_kernel), jit(speculative_kernel)
+    return jit(plain_kernel), jit(speculative_kernel), jit(tree_kernel)
 
 
 def uniform_source(rng: np.random.Generator) -> tuple[int, int]:
@@ -248,16 +306,23 @@ def uniform_source(rng: np.random.Generator) -> tuple[int, int]:
 # ------------------------------------------------------------------- the step (Python)
 
 def _parts(model: object) -> tuple | None:
-    """(model tuple, cache tuple, cache) of a GPT on one cache on the numba backend."""
+    """(model tuple, cache arrays, cache) of a GPT on one cache on the numba backend."""
     if not isinstance(model, BoundModel) or not isinstance(model.model, TransformerModel):
         return None
-    gpt, cache = model.model, model.cache
+    packed = _packed(model.model)
+    if packed is None:
+        return None
+    cache = model.cache
+    return packed, (cache.kv, cache.tokens, cache.logits, cache.hidden), cache
+
+
+def _packed(gpt: TransformerModel) -> tuple | None:
+    """What the kernels take of a GPT on the numba backend (None on numpy)."""
     compiled = gpt.compiled
     if compiled is None:
         return None
-    packed = (gpt.wte, gpt.wpe, compiled.weights, compiled.tiled, compiled.paths,
-              compiled.n_head, compiled.eps)
-    return packed, (cache.kv, cache.tokens, cache.logits, cache.hidden), cache
+    return (gpt.wte, gpt.wpe, compiled.weights, compiled.tiled, compiled.paths,
+            compiled.n_head, compiled.eps)
 
 
 def step_for(target: object, proposer: object | None, sampling: object,
@@ -289,7 +354,7 @@ class CompiledStep:
     the cache's arrays) is gathered once per run, not per step."""
 
     def __init__(self) -> None:
-        self.plain, self.speculative = _compile()
+        self.plain, self.speculative, _ = _compile()
         self.times = np.zeros((0, 3))  # [forwards, (who, rows, seconds)]
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
@@ -362,3 +427,48 @@ class CompiledStep:
             model = gpt if who == 0 else draft.model
             if model.observer is not None:
                 model.observer(int(n), float(seconds))
+
+
+def tree_step_for(target: TransformerModel, tree: object, rule: str,
+                  temperature: float) -> TreeStep | None:
+    """The compiled verification of a greedy Medusa step (the greedy rule, or typical
+    acceptance at ``temperature`` 0, which is greedy) for a GPT on the numba backend, or
+    None (the Python step applies; the exact rule's chain draws even at T = 0)."""
+    greedy = rule == "greedy" or (rule == "typical" and temperature == 0)
+    if not greedy or _packed(target) is None:
+        return None
+    return TreeStep(target, tree)
+
+
+class TreeStep:
+    """For one Medusa run (:mod:`specdec_lite.engine.medusa_decode`): verify a tree's tokens
+    greedily and commit the kept path in one compiled call (:func:`tree_kernel`); the
+    tree's arrays are laid out for it once."""
+
+    def __init__(self, target: TransformerModel, tree: object) -> None:
+        self.target, self.packed = target, _packed(target)
+        self.kernel = _compile()[2]
+        self.depth = np.ascontiguousarray(tree.depth, dtype=np.int64)  # [N+1]
+        self.parent = np.ascontiguousarray(tree.parent, dtype=np.int64)  # [N+1]
+        self.ancestors = np.ascontiguousarray(tree.mask, dtype=np.bool_)  # [N+1, N+1]
+        self.bias = np.where(self.ancestors, np.float32(0), np.float32(-np.inf))  # [N+1, N+1]
+        self.path = np.zeros(len(self.depth), dtype=np.int64)  # [N+1]
+        self.times = np.zeros((1, 3))
+        self.state = np.zeros(2, dtype=np.int64)
+
+    def __call__(self, cache: object, tokens: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """The kept path (node indices, ascending) and the target's next token, with the
+        cache committed to the path; None where the block would not fit the cache (the
+        Python step then raises its error)."""
+        if cache.n_causal + len(tokens) > cache.capacity:
+            return None
+        self.state[0], self.state[1] = cache.length, cache.n_causal
+        timed = self.target.observer is not None
+        m, extra, n_times = in_kernel(
+            self.kernel, self.packed, (cache.kv, cache.tokens, cache.logits, cache.hidden),
+            self.state, tokens, self.depth, self.bias, self.parent, self.ancestors, self.path,
+            self.times, timed)
+        cache.length, cache.n_causal = int(self.state[0]), int(self.state[1])
+        if timed and n_times:
+            self.target.observer(int(self.times[0, 1]), float(self.times[0, 2]))
+        return self.path[:m].copy(), int(extra)

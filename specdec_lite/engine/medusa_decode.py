@@ -32,6 +32,7 @@ from ..rules.distributions import (
     warp,
 )
 from ..rules.verify import acceptance_mask, check_rule, verify_checked
+from .compiled_step import TreeStep, tree_step_for
 from .decode import Generation, Step, cut_at_eos
 
 
@@ -60,6 +61,7 @@ class MedusaRun:
     done: bool = False
     started: float = 0.0
     first_child: dict[int, int] = field(default_factory=dict)  # node -> its best-ranked child
+    verify: TreeStep | None = None  # the compiled greedy verification, where it applies
 
     @property
     def greedy(self) -> bool:
@@ -134,7 +136,8 @@ def medusa_start(
                     Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt),
                     started=time.perf_counter(),
                     first_child={int(p): i for i, p in reversed(list(enumerate(tree.parent)))
-                                 if i > 0})
+                                 if i > 0},
+                    verify=tree_step_for(target, tree, rule, temperature))
     if max_new_tokens == 0:
         run.done = True
         return run
@@ -160,23 +163,15 @@ def medusa_step(run: MedusaRun) -> list[int]:
     node_tokens, q = _node_tokens(tree, head_logits, run.rule, run.temperature, run.rng,
                                   run.top_k, run.top_p)  # [N]
     tokens = np.concatenate([[run.root], node_tokens])  # [N+1], the root first
-    forward = target.score_tree(tokens, tree.depth, tree.mask, cache=run.cache)
     gen.n_target_calls += 1
-    if run.rule == "exact":
-        p = warp(softmax(forward.logits), run.temperature, run.top_k, run.top_p)  # [N+1, V]
-        result = verify_checked(node_tokens, q, p, run.rng, "exact", {})  # inputs built here
-        path = np.arange(result.n_accepted + 1)  # root + accepted chain
-        extra_token, extra = int(result.tokens[-1]), result.extra
+    verified = run.verify(run.cache, tokens) if run.verify is not None else None
+    if verified is not None:  # greedy on the numba backend: scored, judged and committed
+        path, extra_token = verified
+        extra = "correction" if int(path[-1]) in first_child else "bonus"
     else:
-        ok = _accept(tokens, tree.parent, forward.logits, run.rule, run.temperature,
-                     run.params)  # [N+1]
-        accepted = ~(tree.mask & ~ok[None, :]).any(axis=1)  # [N+1] whole path ok
-        last = int(np.where(accepted, tree.depth, -1).argmax())
-        path = np.flatnonzero(tree.mask[last])  # ancestors of last, ascending
-        extra_token = run.emit_from(forward.logits[last])
-        extra = "correction" if last in first_child else "bonus"
+        path, extra_token, extra = _verify(run, tokens, node_tokens, q)
+        target.commit_path(path, cache=run.cache)
     last = int(path[-1])
-    target.commit_path(path, cache=run.cache)
     run.hidden = target.hidden_at(run.cache.n_causal - 1, cache=run.cache)  # [d]
     child = first_child.get(last)
     kept = tokens[path[1:]].tolist()  # the accepted path below the root
@@ -189,6 +184,28 @@ def medusa_step(run: MedusaRun) -> list[int]:
     run.root = extra_token
     run.done = hit_eos or len(run.out) >= run.max_new_tokens
     return emitted.tolist()
+
+
+def _verify(run: MedusaRun, tokens: np.ndarray, node_tokens: np.ndarray,
+            q: np.ndarray | None) -> tuple[np.ndarray, int, str]:
+    """Score the tree ``tokens`` [N+1] with one target call and judge it by the run's
+    rule: the kept path (node indices, ascending), the extra token and its kind."""
+    target, tree = run.target, run.tree
+    forward = target.score_tree(tokens, tree.depth, tree.mask, cache=run.cache)
+    if run.rule == "exact":
+        p = warp(softmax(forward.logits), run.temperature, run.top_k, run.top_p)  # [N+1, V]
+        result = verify_checked(node_tokens, q, p, run.rng, "exact", {})  # inputs built here
+        path = np.arange(result.n_accepted + 1)  # root + accepted chain
+        extra_token, extra = int(result.tokens[-1]), result.extra
+    else:
+        ok = _accept(tokens, tree.parent, forward.logits, run.rule, run.temperature,
+                     run.params)  # [N+1]
+        accepted = ~(tree.mask & ~ok[None, :]).any(axis=1)  # [N+1] whole path ok
+        last = int(np.where(accepted, tree.depth, -1).argmax())
+        path = np.flatnonzero(tree.mask[last])  # ancestors of last, ascending
+        extra_token = run.emit_from(forward.logits[last])
+        extra = "correction" if last in run.first_child else "bonus"
+    return path, extra_token, extra
 
 
 def medusa_finish(run: MedusaRun) -> Generation:

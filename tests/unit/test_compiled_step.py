@@ -1,7 +1,8 @@
 """The compiled step (specdec_lite.engine.compiled_step) against the Python step it mirrors:
 the same tokens, steps, draws and caches for GPTs on the numba backend, at T = 0 and T > 0,
 both rules, every k, with EOS, a draft-length policy and a warm cache; the forward meter
-sees the same forwards; it stays out of the way where it does not apply.
+sees the same forwards; it stays out of the way where it does not apply. The same for
+Medusa's compiled greedy verification, on dense and chain trees.
 
 Its exactness against enumerated sequence laws is in
 tests/statistical/test_compiled_step_exact.py. Every test needs numba.
@@ -163,3 +164,75 @@ def test_a_small_cache_falls_back_to_the_python_step_and_its_error(pair):
     with pytest.raises(ValueError, match="cache capacity"):
         speculative_generate(small, draft, PROMPT, k=3, max_new_tokens=10, temperature=1.0,
                              seed=0)
+
+
+# ---------------------------------------------------------------- Medusa's greedy verification
+
+@pytest.fixture(scope="module")
+def heads():
+    from support import random_heads
+    return random_heads(CONFIG, n_heads=3, seed=5)
+
+
+def medusa_runs(target, heads, tree, rule, temperature):
+    """The same Medusa run with the compiled verification and without it."""
+    from specdec_lite.engine import medusa_decode
+
+    def decode():
+        return medusa_decode.medusa_generate(target, heads, PROMPT, max_new_tokens=24,
+                                             temperature=temperature, tree=tree, rule=rule,
+                                             seed=3)
+    compiled = decode()
+
+    def python():
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(medusa_decode, "tree_step_for", lambda *args: None)
+            return decode()
+    return compiled, python()
+
+
+@pytest.mark.parametrize("tree_kind", ["dense", "chain"])
+@pytest.mark.parametrize(("rule", "temperature"), [("greedy", 0.0), ("typical", 0.0),
+                                                   ("greedy", 1.0)])
+def test_medusa_is_the_same_run(pair, heads, tree_kind, rule, temperature):
+    from specdec_lite.drafting.medusa import chain_tree, dense_tree
+    tree = dense_tree([3, 2, 1]) if tree_kind == "dense" else chain_tree(3)
+    compiled, python = medusa_runs(pair[0], heads, tree, rule, temperature)
+    assert same_run(compiled, python)
+    assert sum(s.n_accepted for s in compiled.steps) > 0  # some paths went below the root
+
+
+def test_medusa_verification_is_used_only_where_it_is_greedy(pair, heads):
+    from specdec_lite.drafting.medusa import chain_tree
+    from specdec_lite.engine.medusa_decode import medusa_start
+    target = pair[0]
+    numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
+    assert medusa_start(target, heads, PROMPT, max_new_tokens=4, rule="greedy").verify
+    assert medusa_start(target, heads, PROMPT, max_new_tokens=4, rule="typical",
+                        temperature=0.0).verify
+    for run in [medusa_start(numpy_target, heads, PROMPT, max_new_tokens=4, rule="greedy"),
+                medusa_start(target, heads, PROMPT, max_new_tokens=4, rule="typical",
+                             temperature=1.0, seed=0),
+                medusa_start(target, heads, PROMPT, max_new_tokens=4, rule="exact",
+                             tree=chain_tree(3), temperature=0.0)]:
+        assert run.verify is None
+
+
+def test_medusa_meter_and_cache_as_the_python_step(pair, heads):
+    from specdec_lite.drafting.medusa import dense_tree
+    from specdec_lite.engine import medusa_decode
+    target, tree = pair[0], dense_tree([3, 2, 1])
+    seen = []
+    for off in (False, True):
+        cache = target.new_state()
+        with ForwardMeter({"target": target, "heads": heads}) as meter, \
+                pytest.MonkeyPatch.context() as patch:
+            if off:
+                patch.setattr(medusa_decode, "tree_step_for", lambda *args: None)
+            medusa_decode.medusa_generate(target.bound(cache), heads, PROMPT,
+                                          max_new_tokens=20, tree=tree, rule="greedy")
+        seen.append((dict(meter.calls), cache.length, cache.n_causal,
+                     cache.tokens[: cache.length].tolist()))
+        assert np.allclose(cache.hidden[: cache.length],
+                           target.hidden(cache.tokens[: cache.length]), atol=1e-5)
+    assert seen[0] == seen[1]
