@@ -256,6 +256,12 @@ class EngineFactory:
                       eagle=load_eagle(shipped.target), spec_max_batch=spec_max_batch,
                       **options)
         factory.batch_gains = gains
+        if backend == "numba":  # Medusa's compiled verification: compiled (or read from
+            # numba's disk cache) now, not inside the first request
+            run = medusa_start(shipped.target, shipped.heads, shipped.tokenizer.encode("a"),
+                               max_new_tokens=2)
+            while not run.done:
+                medusa_step(run)
         factory.load_s = time.perf_counter() - start
         return factory
 
