@@ -7,13 +7,16 @@ forward of :mod:`specdec_lite.models.fast` (a third of a millisecond for the shi
 target) those calls cost a fifth to a third of the wall clock. Here the same step runs
 as one numba call: the draft's forwards and draws, the target's forward, the exact (or
 greedy) rule and the bonus or correction token, writing both caches in place.
+:func:`tree_kernel` does the same for a greedy Medusa step's verification: the tree's
+forward, the test of each node, the kept path committed to the cache.
 
 It is the Python step, operation for operation: the same rows (softmax in float64, the
 temperature as :func:`~specdec_lite.rules.distributions.apply_temperature` applies it), the
-same uniforms from the sequence's Generator in the same order (numba draws from a numpy
-Generator's own stream), the same tests. Only summation orders differ, by an ulp or so, so
-a token can differ only when a uniform falls within about 1e-16 of a boundary; the tests
-check token-for-token equality with the Python step at T = 0 and T > 0.
+same uniforms from the sequence's Generator in the same order (drawn through its
+BitGenerator, as ``Generator.random`` draws them), the same tests. Only summation orders
+differ, by an ulp or so, so a token can differ only when a uniform falls within about
+1e-16 of a boundary; the tests check token-for-token equality with the Python step at
+T = 0 and T > 0.
 
 :func:`step_for` says when it applies (both models are :class:`TransformerModel` GPTs on
 the numba backend, a plain :class:`~specdec_lite.drafting.proposers.ModelDraft`, no
