@@ -31,7 +31,6 @@ numba caches these kernels on disk keyed by this file; they link in the forward 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import time
 
@@ -302,6 +301,8 @@ def _compile() -> tuple:
 
 def uniform_source(rng: np.random.Generator) -> tuple[int, int]:
     """The addresses (``next_double``, state) the kernels draw ``rng``'s uniforms from."""
+    import ctypes  # here, not at import: the browser edition's Python has no use for it
+
     bits = rng.bit_generator.ctypes
     return ctypes.cast(bits.next_double, ctypes.c_void_p).value, bits.state_address
 
