@@ -26,7 +26,8 @@ model with an ``observer`` (the benchmark's forward meter) gets each forward's r
 seconds, timed inside the compiled call, as the Python forward reports them.
 
 numba caches these kernels on disk keyed by this file; they link in the forward of
-``fast.py``, so whoever changes that forward must touch this file too.
+``fast.py``, so whoever changes that forward must touch this file too. They run without
+the GIL, as the forward does, so threads decoding on one model overlap their steps.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ RULE_CODES = {"exact": 0, "greedy": 1}
 # who ran a timed forward; typed int64, not as literals, so the kernels that take them are
 # compiled once (numba compiles a new version of a function for each literal argument)
 TARGET, DRAFT = np.int64(0), np.int64(1)
+UNTIMED = np.zeros(2, dtype=np.int64)  # no clock: the kernels time nothing
 
 
 # ------------------------------------------------------------------- the kernels (numba)
@@ -94,7 +96,7 @@ def _sync(seq, cache_tokens, state):
     return common
 
 
-def _append(model, cache, state, toks, times, n_times, who, timed):
+def _append(model, cache, state, toks, times, n_times, who, clock):
     """Forward ``toks`` [n] after the cache's entries as a causal block
     (``TransformerModel.forward`` without positions or mask). Returns the number of
     timings in ``times``."""
@@ -105,25 +107,24 @@ def _append(model, cache, state, toks, times, n_times, who, timed):
         for c in range(r + 1, n):
             bias[r, c] = -np.inf
     return _forward_block(model, cache, state, toks, depth, bias, True, times, n_times, who,
-                          timed)
+                          clock)
 
 
 def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_times, who,
-                   timed):
+                   clock):
     """Forward ``toks`` [n] after the cache's entries at positions entries + ``depth`` [n]
     with ``bias`` [n, n] over the block (0 or -inf), writing the cache's keys and values,
     tokens, logits and hidden states, as ``TransformerModel.forward`` does; a ``causal``
     block extends the committed prefix. Each forward's [who, n, seconds] goes into
-    ``times`` when ``timed``; returns the number of timings there."""
+    ``times`` when ``clock`` (the address of ``clock_gettime`` and a clock id, see
+    :func:`clock_source`) is set, not zeros; returns the number of timings there."""
     wte, wpe, weights, tiled, paths, n_head, eps = model
     kv, cache_tokens, cache_logits, cache_hidden = cache
     n, start = toks.shape[0], state[0]
     if n == 0:
         return n_times
-    t0 = 0.0
-    if timed:
-        with objmode(t0="float64"):  # noqa: F821 (numba.objmode, bound by _compile)
-            t0 = time.perf_counter()
+    timed = clock[0] != 0
+    t0 = now(clock[0], clock[1]) if timed else 0.0  # noqa: F821 (bound by _compile)
     d = wte.shape[1]
     x = np.empty((n, d), dtype=np.float32)
     for r in range(n):
@@ -145,21 +146,19 @@ def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_time
     if causal and state[1] == start:
         state[1] = start + n
     if timed:
-        t1 = 0.0
-        with objmode(t1="float64"):  # noqa: F821
-            t1 = time.perf_counter()
-        times[n_times, 0], times[n_times, 1], times[n_times, 2] = who, n, t1 - t0
+        seconds = now(clock[0], clock[1]) - t0  # noqa: F821
+        times[n_times, 0], times[n_times, 1], times[n_times, 2] = who, n, seconds
         n_times += 1
     return n_times
 
 
-def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, timed):
+def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, clock):
     """A plain step (no draft): one target row after ``seq``, its token by ``rule``
     (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
     n = seq.shape[0]
     common = _sync(seq, t_cache[1], t_state)
     n_times = _append(target, t_cache, t_state, seq[common:], times, np.int64(0), TARGET,
-                      timed)
+                      clock)
     p = np.empty((1, t_cache[2].shape[1]))
     _rows(t_cache[2][n - 1 : n], temperature, p)
     token = np.argmax(p[0]) if rule == 1 else _sample(p[0], draw, state)
@@ -167,7 +166,7 @@ def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, 
 
 
 def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
-                       temperature, rule, draw, state, drafted, emitted, times, timed):
+                       temperature, rule, draw, state, drafted, emitted, times, clock):
     """A speculative step: k draft tokens after ``seq`` (into ``drafted`` [k]), one target
     forward over the last token and the drafts, the rule, then the bonus or correction
     token; the emitted tokens go into ``emitted`` [k + 1]. Returns (accepted, emitted,
@@ -178,16 +177,16 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
     ctx[:n] = seq
     q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
     common = _sync(seq, d_cache[1], d_state)
-    n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, timed)
+    n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, clock)
     for i in range(k):
         if i > 0:
             n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
-                              n_times, DRAFT, timed)
+                              n_times, DRAFT, clock)
         _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
         ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
     drafted[:] = ctx[n:]
     common = _sync(ctx, t_cache[1], t_state)
-    n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, timed)
+    n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, clock)
     p = np.empty((k + 1, v))  # [k + 1, V] the target's rows
     _rows(t_cache[2][n - 1 : n + k], temperature, p)
     accepted = k
@@ -220,7 +219,7 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
 
 
 def tree_kernel(target, t_cache, t_state, tokens, depth, bias, parent, ancestors, path,
-                times, timed):
+                times, clock):
     """A Medusa step's greedy verification: forward the tree ``tokens`` [N+1] (node 0 the
     root) on top of the committed prefix at positions prefix + ``depth``, seeing only
     ancestors (``bias``); accept a node whose token is the target's argmax at its
@@ -231,7 +230,7 @@ def tree_kernel(target, t_cache, t_state, tokens, depth, bias, parent, ancestors
     base, n1 = t_state[1], tokens.shape[0]
     t_state[0] = base  # an earlier block is dropped, as score_tree does
     n_times = _forward_block(target, t_cache, t_state, tokens, depth, bias, False, times,
-                             np.int64(0), TARGET, timed)
+                             np.int64(0), TARGET, clock)
     kv, cache_tokens, cache_logits, cache_hidden = t_cache
     ok = np.empty(n1, dtype=np.bool_)  # [N+1] the target takes the node's token
     ok[0] = True
@@ -285,15 +284,55 @@ def _uniform_intrinsic() -> object:
     return next_double
 
 
+def _clock_intrinsic() -> object:
+    """``now(clock_gettime, clock_id)``: seconds on a monotonic clock, read by calling the
+    C library's ``clock_gettime`` at the address given (:func:`clock_source`). A function
+    that calls it can run without the GIL and be cached by numba, which neither numba's
+    object mode nor a ctypes function in its globals allows."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def now(typingctx, fn, clock_id):
+        def codegen(context, builder, signature, args):
+            i32, i64, f64 = ir.IntType(32), ir.IntType(64), ir.DoubleType()
+            spec = cgutils.alloca_once(builder, i64, size=2)  # struct timespec {sec, nsec}
+            fn_type = ir.FunctionType(i32, [i32, spec.type])
+            call = builder.inttoptr(args[0], fn_type.as_pointer())
+            builder.call(call, [builder.trunc(args[1], i32), spec])
+            sec = builder.sitofp(builder.load(spec), f64)
+            nsec = builder.sitofp(builder.load(builder.gep(spec, [ir.Constant(i32, 1)])), f64)
+            return builder.fadd(sec, builder.fmul(nsec, ir.Constant(f64, 1e-9)))
+        return types.float64(types.int64, types.int64), codegen
+
+    return now
+
+
+def clock_source() -> np.ndarray | None:
+    """[address of the C library's ``clock_gettime``, ``CLOCK_MONOTONIC``], int64, which
+    the kernels time forwards with; None where there is none (Windows), and a run with a
+    meter then takes the Python step."""
+    import ctypes  # here, not at import: the browser edition's Python has no use for it
+
+    try:
+        address = ctypes.cast(ctypes.CDLL(None).clock_gettime, ctypes.c_void_p).value
+        return np.array([address, time.CLOCK_MONOTONIC], dtype=np.int64)
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
 @functools.cache
 def _compile() -> tuple:
     """The kernels above, compiled (cached on disk by numba); ``ImportError`` without it."""
     fast.compile_kernels()
     numba = fast.numba_module()
     scope = globals()
-    scope["objmode"] = numba.objmode
-    scope["next_double"] = _uniform_intrinsic()
-    jit = numba.njit(cache=True)  # no fastmath: the draws compare as the Python step's
+    scope["next_double"], scope["now"] = _uniform_intrinsic(), _clock_intrinsic()
+    # no fastmath: the draws compare as the Python step's; the GIL released, as the
+    # forward releases it
+    jit = numba.njit(cache=True, nogil=True)
     for name in ("_rows", "_sample", "_sync", "_forward_block", "_append"):
         scope[name] = jit(scope[name])
     return jit(plain_kernel), jit(speculative_kernel), jit(tree_kernel)
@@ -360,6 +399,7 @@ class CompiledStep:
     def __init__(self) -> None:
         self.plain, self.speculative, _ = _compile()
         self.times = np.zeros((0, 3))  # [forwards, (who, rows, seconds)]
+        self.clock = clock_source()
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
 
@@ -390,13 +430,17 @@ class CompiledStep:
                                     eos_id, gen, name)
         timed = gpt.observer is not None or (draft is not None
                                              and draft.model.observer is not None)
+        clock = self.clock if timed else UNTIMED
+        if clock is None:  # a meter to serve and no clock to time with
+            return speculative_step(target, proposer, seq, k, sampling, rule, params, rng,
+                                    eos_id, gen, name)
         if len(self.times) < k + 1:
             self.times = np.zeros((k + 1, 3))
         draw, state = self._uniforms(rng)
         if draft is None:
             token, n_times = in_kernel(self.plain, t_model, t_arrays, t_state, seq,
                                        sampling.temperature, RULE_CODES[rule], draw, state,
-                                       self.times, timed)
+                                       self.times, clock)
             emitted = np.array([token], dtype=np.int64)  # [1]
             drafted, accepted = emitted[:0], 0
             extra = "bonus" if proposer is not None else "sample"
@@ -406,7 +450,7 @@ class CompiledStep:
             accepted, n_out, code, n_times = in_kernel(
                 self.speculative, t_model, t_arrays, t_state, d_model, d_arrays, d_state, seq,
                 k, sampling.temperature, RULE_CODES[rule], draw, state, drafted, out,
-                self.times, timed)
+                self.times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
             emitted, extra = out[:n_out], EXTRA[code]
             gen.n_draft_calls += k
@@ -459,19 +503,21 @@ class TreeStep:
         self.path = np.zeros(len(self.depth), dtype=np.int64)  # [N+1]
         self.times = np.zeros((1, 3))
         self.state = np.zeros(2, dtype=np.int64)
+        self.clock = clock_source()
 
     def __call__(self, cache: object, tokens: np.ndarray) -> tuple[np.ndarray, int] | None:
         """The kept path (node indices, ascending) and the target's next token, with the
         cache committed to the path; None where the block would not fit the cache (the
-        Python step then raises its error)."""
-        if cache.n_causal + len(tokens) > cache.capacity:
+        Python step then raises its error) or a meter waits and there is no clock."""
+        timed = self.target.observer is not None
+        clock = self.clock if timed else UNTIMED
+        if cache.n_causal + len(tokens) > cache.capacity or clock is None:
             return None
         self.state[0], self.state[1] = cache.length, cache.n_causal
-        timed = self.target.observer is not None
         m, extra, n_times = in_kernel(
             self.kernel, self.packed, (cache.kv, cache.tokens, cache.logits, cache.hidden),
             self.state, tokens, self.depth, self.bias, self.parent, self.ancestors, self.path,
-            self.times, timed)
+            self.times, clock)
         cache.length, cache.n_causal = int(self.state[0]), int(self.state[1])
         if timed and n_times:
             self.target.observer(int(self.times[0, 1]), float(self.times[0, 2]))
