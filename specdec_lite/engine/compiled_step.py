@@ -27,7 +27,7 @@ seconds, timed inside the compiled call, as the Python forward reports them.
 
 numba caches these kernels on disk keyed by this file; they link in the forward of
 ``fast.py``, so whoever changes that forward must touch this file too. They run without
-the GIL, as the forward does, so threads decoding on one model overlap their steps.
+the GIL, as the forward does, so threads decoding on one model can overlap their steps.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ..models.bound import BoundModel
 from ..models.transformer import TransformerModel
 from .decode import Step, cut_at_eos, speculative_step
 
-EXTRA = ("bonus", "correction", "sample")  # the kernels' extra-token codes
+EXTRA = ("bonus", "correction")  # the speculative kernel's extra-token codes
 RULE_CODES = {"exact": 0, "greedy": 1}
 # who ran a timed forward; typed int64, not as literals, so the kernels that take them are
 # compiled once (numba compiles a new version of a function for each literal argument)
@@ -355,8 +355,12 @@ def _parts(model: object) -> tuple | None:
     packed = _packed(model.model)
     if packed is None:
         return None
-    cache = model.cache
-    return packed, (cache.kv, cache.tokens, cache.logits, cache.hidden), cache
+    return packed, _arrays(model.cache), model.cache
+
+
+def _arrays(cache: object) -> tuple:
+    """What the kernels take of a cache: its keys and values, tokens, logits, hidden."""
+    return cache.kv, cache.tokens, cache.logits, cache.hidden
 
 
 def _packed(gpt: TransformerModel) -> tuple | None:
@@ -515,7 +519,7 @@ class TreeStep:
             return None
         self.state[0], self.state[1] = cache.length, cache.n_causal
         m, extra, n_times = in_kernel(
-            self.kernel, self.packed, (cache.kv, cache.tokens, cache.logits, cache.hidden),
+            self.kernel, self.packed, _arrays(cache),
             self.state, tokens, self.depth, self.bias, self.parent, self.ancestors, self.path,
             self.times, clock)
         cache.length, cache.n_causal = int(self.state[0]), int(self.state[1])

@@ -40,7 +40,7 @@ from ..engine.batch_boundary import rows_step
 from ..engine.breaker import CircuitBreaker
 from ..engine.decode import Step, step_counts
 from ..engine.faults import ProcessVerifier
-from ..engine.medusa_decode import MedusaRun, medusa_start, medusa_step
+from ..engine.medusa_decode import MedusaRun, medusa_generate, medusa_start, medusa_step
 from ..engine.sequence import step_records
 from ..pretrained import shipped_target
 from .scheduler import Settings, StepUpdate
@@ -258,10 +258,8 @@ class EngineFactory:
         factory.batch_gains = gains
         if backend == "numba":  # Medusa's compiled verification: compiled (or read from
             # numba's disk cache) now, not inside the first request
-            run = medusa_start(shipped.target, shipped.heads, shipped.tokenizer.encode("a"),
-                               max_new_tokens=2)
-            while not run.done:
-                medusa_step(run)
+            medusa_generate(shipped.target, shipped.heads, shipped.tokenizer.encode("a"),
+                            max_new_tokens=2)
         factory.load_s = time.perf_counter() - start
         return factory
 
