@@ -453,8 +453,8 @@ class Scheduler:
         key = self._engine_of.pop(job.id, None)
         if key is not None and key in self._engines:
             self._engines[key].remove(job.id)
-        self._running.pop(job.id, None)
         self._finish(job, error)
+        self._running.pop(job.id, None)  # after: /health counts it until its result is read
 
     def _finish(self, job: Job, error: str | None) -> None:
         job.status = "failed" if error else "finished"

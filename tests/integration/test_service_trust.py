@@ -346,7 +346,7 @@ def test_resume_stays_within_the_queue_bound(tmp_path, models):
         assert samples[-1]["resumed"] == 5 and "deferred" not in samples[-1]
         for i in range(5):
             done = httpx.get(f"{srv.url}/v1/completions/r{i}", timeout=10).json()
-            assert done["usage"]["completion_tokens"] == 200
+            assert done.get("usage", {}).get("completion_tokens") == 200, done
 
 
 def test_an_unreadable_journal_row_is_set_aside_not_fatal(tmp_path, models):

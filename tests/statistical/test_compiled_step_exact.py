@@ -1,8 +1,10 @@
 """The compiled step is exact: speculative decoding with two small random GPTs on the numba
 backend, whose every step runs in one compiled call (specdec_lite.engine.compiled_step),
 samples whole continuations from the target's law, enumerated exactly from the same
-compiled target. Pearson's chi-square stays below its 0.1% critical value; the greedy
-rule at T > 0 (lossy), run through the same compiled step, exceeds it at the same N.
+compiled target. The same for proposers asked in Python whose tokens the compiled step
+verifies: prompt lookup (one-hot rows) and a Markov draft (rows of its own). Pearson's
+chi-square stays below its 0.1% critical value; the greedy rule at T > 0 (lossy), run
+through the same compiled step, exceeds it at the same N.
 Needs numba.
 """
 
@@ -12,15 +14,18 @@ import numpy as np
 import pytest
 from support import TINY, chi2_critical, chi2_statistic, enumerate_sequences, random_params
 
+from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import speculative_generate
 from specdec_lite.models import fast
+from specdec_lite.models.ngram import MarkovModel
 from specdec_lite.models.transformer import TransformerModel
 from specdec_lite.rules.distributions import Sampling
 
 pytestmark = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTALL_HINT}")
 
 PROMPT, LENGTH, N = [0, 2], 4, 3000
+MARKOV = MarkovModel(np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.1, 0.7, 0.2]]))
 
 
 def gpt(seed: int, scale: float) -> TransformerModel:
@@ -45,9 +50,11 @@ def samples(target, draft, k: int, temperature: float, rule: str = "exact") -> l
 def test_the_runs_below_take_the_compiled_step(pair):
     target, draft = pair
     own = target.bound()
-    proposer = compiled_step.ModelDraft(draft).for_sequence(own)
-    assert isinstance(compiled_step.step_for(own, proposer, Sampling(1.0), "exact"),
-                      compiled_step.CompiledStep)
+    own_draft = ModelDraft(draft).for_sequence(own)
+    assert compiled_step.drafts_in_kernel(own_draft)
+    for proposer in (own_draft, PromptLookup(), ModelDraft(MARKOV)):
+        assert isinstance(compiled_step.step_for(own, proposer, Sampling(1.0), "exact"),
+                          compiled_step.CompiledStep)
 
 
 @pytest.mark.parametrize(("k", "temperature"), [(1, 1.0), (3, 1.0), (2, 0.6), (4, 1.5)])
@@ -62,4 +69,24 @@ def test_the_greedy_rule_through_the_compiled_step_fails_the_same_test(pair):
     target, draft = pair
     expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
     stat, df = chi2_statistic(samples(target, draft, 2, 1.0, rule="greedy"), expected)
+    assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"
+
+
+@pytest.mark.parametrize(("proposer", "k", "temperature"),
+                         [(PromptLookup(max_ngram=2), 3, 1.0), (PromptLookup(), 2, 0.6),
+                          (ModelDraft(MARKOV), 2, 1.0), (ModelDraft(MARKOV), 3, 1.4)],
+                         ids=["lookup-k3-T1", "lookup-k2-T0.6", "markov-k2-T1", "markov-k3-T1.4"])
+def test_compiled_verification_of_other_proposers_samples_the_target_law(pair, proposer, k,
+                                                                         temperature):
+    target = pair[0]
+    expected = enumerate_sequences(target, PROMPT, LENGTH, temperature)
+    stat, df = chi2_statistic(samples(target, proposer, k, temperature), expected)
+    assert stat < chi2_critical(df), f"chi2={stat:.1f} exceeds the 0.1% critical value (df={df})"
+
+
+def test_the_greedy_rule_on_a_proposer_asked_in_python_fails_the_same_test(pair):
+    target = pair[0]
+    expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
+    stat, df = chi2_statistic(samples(target, ModelDraft(MARKOV), 2, 1.0, rule="greedy"),
+                              expected)
     assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"

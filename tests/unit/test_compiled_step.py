@@ -2,7 +2,9 @@
 the same tokens, steps, draws and caches for GPTs on the numba backend, at T = 0 and T > 0,
 both rules, every k, with EOS, a draft-length policy and a warm cache; the forward meter
 sees the same forwards; it stays out of the way where it does not apply. The same for
-Medusa's compiled greedy verification, on dense and chain trees.
+Medusa's compiled greedy verification, on dense and chain trees, and for proposers asked in
+Python whose tokens the compiled step verifies (prompt lookup, a Markov draft, a draft that
+stops when unsure, the EAGLE drafter).
 
 Its exactness against enumerated sequence laws is in
 tests/statistical/test_compiled_step_exact.py. Every test needs numba.
@@ -15,10 +17,12 @@ import pytest
 from support import CONFIG, random_params
 
 from specdec_lite.bench.timing import ForwardMeter
+from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.models import fast
+from specdec_lite.models.ngram import MarkovModel
 from specdec_lite.models.transformer import TransformerConfig, TransformerModel
 from specdec_lite.rules.distributions import Sampling
 
@@ -134,19 +138,23 @@ def test_used_only_where_it_applies(pair):
     target, draft = pair
     bound, greedy, hot = target.bound(), Sampling(0.0), Sampling(1.0)
     own_draft = ModelDraft(draft).for_sequence(bound)
-    assert isinstance(compiled_step.step_for(bound, own_draft, hot, "exact"),
-                      compiled_step.CompiledStep)
-    assert isinstance(compiled_step.step_for(bound, None, greedy, "greedy"),
-                      compiled_step.CompiledStep)
-    numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
     unsure = ModelDraft(draft, min_confidence=0.5).for_sequence(bound)
+    for proposer in (own_draft, None, PromptLookup(), unsure):
+        for sampling, rule in ((hot, "exact"), (greedy, "greedy")):
+            assert isinstance(compiled_step.step_for(bound, proposer, sampling, rule),
+                              compiled_step.CompiledStep)
+    # the whole step in the kernel only for a plain GPT draft on the numba backend
+    numpy_draft = TransformerModel(DRAFT_CONFIG, random_params(DRAFT_CONFIG, 3))
+    assert compiled_step.drafts_in_kernel(own_draft)
+    for proposer in (None, PromptLookup(), unsure, ModelDraft(numpy_draft).for_sequence(bound),
+                     ModelDraft(draft)):  # the last not on a cache of its own
+        assert not compiled_step.drafts_in_kernel(proposer), proposer
+    numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
     for args in [(numpy_target.bound(), own_draft, hot, "exact"),  # the numpy forward
                  (target, own_draft, hot, "exact"),  # not on a cache of its own
                  (bound, own_draft, Sampling(1.0, top_k=3), "exact"),  # a cut
                  (bound, own_draft, Sampling(1.0, top_p=0.9), "exact"),
-                 (bound, own_draft, hot, "typical"),  # a lossy rule
-                 (bound, PromptLookup(), hot, "exact"),  # another proposer
-                 (bound, unsure, hot, "exact")]:
+                 (bound, own_draft, hot, "typical")]:  # a lossy rule
         assert compiled_step.step_for(*args) is None, args
 
 
@@ -236,3 +244,77 @@ def test_medusa_meter_and_cache_as_the_python_step(pair, heads):
         assert np.allclose(cache.hidden[: cache.length],
                            target.hidden(cache.tokens[: cache.length]), atol=1e-5)
     assert seen[0] == seen[1]
+
+
+# ---------------------------------------------------------------- proposers asked in Python
+
+def markov_draft(vocab: int, seed: int = 8) -> MarkovModel:
+    rng = np.random.default_rng(seed)
+    return MarkovModel(rng.dirichlet(np.full(vocab, 0.5), size=vocab))
+
+
+def eagle_draft(target: TransformerModel, seed: int = 5) -> EagleDraft:
+    rng = np.random.default_rng(seed)
+    arrays = {name: 0.3 * rng.standard_normal(shape)
+              for name, shape in eagle_shapes(target.config.d_model).items()}
+    for name in arrays:
+        if name.endswith(".g"):
+            arrays[name] += 1.0
+    return EagleDraft(target, EagleWeights.from_arrays(arrays, target.config.n_head))
+
+
+LOOPY = np.array([1, 5, 2, 7, 3, 1, 5, 2, 7, 3, 1, 5], dtype=np.int64)  # prompt lookup finds
+
+
+@pytest.mark.parametrize("kind", ["lookup", "markov", "unsure", "eagle"])
+@pytest.mark.parametrize(("temperature", "rule"),
+                         [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact"),
+                          (1.0, "greedy")])
+def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step, monkeypatch,
+                                                              kind, temperature, rule):
+    target, draft = pair
+    proposer = {"lookup": PromptLookup(), "markov": ModelDraft(markov_draft(13)),
+                "unsure": ModelDraft(draft, min_confidence=0.4),
+                "eagle": eagle_draft(target)}[kind]
+    kernel_calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda *args: kernel_calls.append(1) or real(*args))
+    for seed in range(3):
+        def decode(seed=seed):
+            return speculative_generate(target, proposer, LOOPY, k=4, max_new_tokens=24,
+                                        temperature=temperature, rule=rule, seed=seed)
+        kernel_calls.clear()
+        compiled = decode()
+        assert len(kernel_calls) == len(compiled.steps)  # every step verified compiled
+        python = python_step(decode)
+        assert same_run(compiled, python), (kind, seed, compiled.tokens, python.tokens)
+        assert any(step.proposed for step in compiled.steps)
+
+
+def test_other_proposers_keep_the_generator_meter_and_cache_as_the_python_step(pair,
+                                                                               python_step):
+    target = pair[0]
+    results = []
+    for run in (lambda f: f(), python_step):
+        cache, rng = target.new_state(), np.random.default_rng(21)
+        with ForwardMeter({"target": target}) as meter:
+            run(lambda c=cache, r=rng: speculative_generate(
+                target.bound(c), PromptLookup(), LOOPY, k=3, max_new_tokens=20,
+                temperature=1.0, seed=r))
+        results.append((rng.random(), dict(meter.calls), cache.length, cache.n_causal,
+                        cache.tokens[: cache.length].tolist()))
+        assert np.allclose(cache.logits[: cache.length],
+                           target.logits(cache.tokens[: cache.length]), atol=1e-5)
+    assert results[0] == results[1]
+
+
+def test_a_step_with_no_draft_from_the_proposer_is_the_python_steps_bonus(pair, python_step):
+    target = pair[0]
+    prompt = np.arange(10, dtype=np.int64)  # no token repeats: prompt lookup finds nothing
+    def decode():
+        return speculative_generate(target, PromptLookup(), prompt, k=3, max_new_tokens=1,
+                                    temperature=1.0, seed=6)
+    compiled = decode()
+    assert same_run(compiled, python_step(decode))
+    assert compiled.steps[0].proposed == () and compiled.steps[0].extra == "bonus"

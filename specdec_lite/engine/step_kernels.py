@@ -1,0 +1,301 @@
+"""The numba kernels of :mod:`specdec_lite.engine.compiled_step`: a decoding step of GPTs
+on the numba backend as one compiled call.
+
+- :func:`plain_kernel`: one target row after the sequence, its token drawn or the argmax;
+- :func:`speculative_kernel`: the draft's forwards and draws, the target's forward, the
+  exact (or greedy) rule and the bonus or correction token, writing both caches in place;
+- :func:`verify_kernel`: the same verification for tokens proposed outside (prompt lookup,
+  an n-gram draft, the EAGLE drafter);
+- :func:`tree_kernel`: a greedy Medusa step's verification: the tree's forward, the test
+  of each node, the kept path committed to the cache.
+
+Each mirrors the Python step operation for operation: the same rows (softmax in float64,
+the temperature as :func:`~specdec_lite.rules.distributions.apply_temperature` applies it),
+the same uniforms from the sequence's Generator in the same order (drawn through its
+BitGenerator, :mod:`specdec_lite.engine.native_calls`), the same tests.
+
+numba caches these kernels on disk keyed by this file; they link in the forward of
+``fast.py`` and the intrinsics of ``native_calls.py``, so whoever changes those must
+touch this file too. They run without the GIL, as the forward does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from ..models import fast
+from .native_calls import clock_intrinsic, uniform_intrinsic
+
+# who ran a timed forward; typed int64, not as literals, so the kernels that take them are
+# compiled once (numba compiles a new version of a function for each literal argument)
+TARGET, DRAFT = np.int64(0), np.int64(1)
+
+
+def _rows(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
+    """``TransformerModel.rows_from_logits``: one-hot of the first argmax at T = 0, else
+    the float64 softmax, re-tempered as ``apply_temperature`` does when T != 1."""
+    m, v = logits.shape
+    for r in range(m):
+        if temperature == 0.0:
+            out[r, :] = 0.0
+            out[r, np.argmax(logits[r])] = 1.0
+            continue
+        z = logits[r].astype(np.float64)
+        z -= z.max()
+        z = np.exp(z)
+        z /= z.sum()
+        if temperature != 1.0:
+            z = np.log(z)
+            z = (z - z.max()) / temperature
+            z -= z.max()
+            z = np.exp(z)
+            z /= z.sum()
+        out[r, :] = z
+
+
+def _sample(p, draw, state):  # [V] -> one id, by inverse CDF with one uniform
+    cdf = np.cumsum(p)
+    return np.searchsorted(cdf, next_double(draw, state) * cdf[-1],  # noqa: F821
+                           side="right")
+
+
+def _sync(seq, cache_tokens, state):
+    """The length of ``seq``'s prefix the cache holds; the cache cut back to it.
+    ``state`` = [length, n_causal] of the cache, updated in place."""
+    m = min(seq.shape[0], state[1])
+    common = m
+    for i in range(m):
+        if seq[i] != cache_tokens[i]:
+            common = i
+            break
+    if common < state[0]:
+        state[0] = common
+        state[1] = min(state[1], common)
+    return common
+
+
+def _append(model, cache, state, toks, times, n_times, who, clock):
+    """Forward ``toks`` [n] after the cache's entries as a causal block
+    (``TransformerModel.forward`` without positions or mask). Returns the number of
+    timings in ``times``."""
+    n = toks.shape[0]
+    depth = np.arange(n)  # [n]
+    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)  # [n, n] causal
+    for r in range(n):
+        for c in range(r + 1, n):
+            bias[r, c] = -np.inf
+    return _forward_block(model, cache, state, toks, depth, bias, True, times, n_times, who,
+                          clock)
+
+
+def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_times, who,
+                   clock):
+    """Forward ``toks`` [n] after the cache's entries at positions entries + ``depth`` [n]
+    with ``bias`` [n, n] over the block (0 or -inf), writing the cache's keys and values,
+    tokens, logits and hidden states, as ``TransformerModel.forward`` does; a ``causal``
+    block extends the committed prefix. Each forward's [who, n, seconds] goes into
+    ``times`` when ``clock`` (the address of ``clock_gettime`` and a clock id, see
+    :func:`~specdec_lite.engine.native_calls.clock_source`) is set, not zeros; returns
+    the number of timings there."""
+    wte, wpe, weights, tiled, paths, n_head, eps = model
+    kv, cache_tokens, cache_logits, cache_hidden = cache
+    n, start = toks.shape[0], state[0]
+    if n == 0:
+        return n_times
+    timed = clock[0] != 0
+    t0 = now(clock[0], clock[1]) if timed else 0.0  # noqa: F821 (bound by compiled_kernels)
+    d = wte.shape[1]
+    x = np.empty((n, d), dtype=np.float32)
+    for r in range(n):
+        x[r] = wte[toks[r]] + wpe[start + depth[r]]
+    logits = np.empty((n, cache_logits.shape[1]), dtype=np.float32)
+    hidden = np.empty((n, d), dtype=np.float32)
+    l_, two, h, cap, dh = kv.shape
+    slots = np.zeros(1, dtype=np.int64)
+    starts = np.full(1, start, dtype=np.int64)
+    offsets = np.array([0, n], dtype=np.int64)
+    whole = np.int64(0)  # leave nothing out, typed as the Python callers pass it, so the
+    # forward compiled for them is the one linked in here
+    fast.gpt_forward(x, kv.reshape((l_, two, 1, h, cap, dh)), slots, starts, offsets, bias,
+                     n_head, eps, paths, weights, tiled, logits, hidden, whole)
+    cache_tokens[start : start + n] = toks
+    cache_logits[start : start + n] = logits
+    cache_hidden[start : start + n] = hidden
+    state[0] = start + n
+    if causal and state[1] == start:
+        state[1] = start + n
+    if timed:
+        seconds = now(clock[0], clock[1]) - t0  # noqa: F821
+        times[n_times, 0], times[n_times, 1], times[n_times, 2] = who, n, seconds
+        n_times += 1
+    return n_times
+
+
+def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, clock):
+    """A plain step (no draft): one target row after ``seq``, its token by ``rule``
+    (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
+    n = seq.shape[0]
+    common = _sync(seq, t_cache[1], t_state)
+    n_times = _append(target, t_cache, t_state, seq[common:], times, np.int64(0), TARGET,
+                      clock)
+    p = np.empty((1, t_cache[2].shape[1]))
+    _rows(t_cache[2][n - 1 : n], temperature, p)
+    token = np.argmax(p[0]) if rule == 1 else _sample(p[0], draw, state)
+    return token, n_times
+
+
+def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
+                       temperature, rule, draw, state, drafted, emitted, times, clock):
+    """A speculative step: k draft tokens after ``seq`` (into ``drafted`` [k]), one target
+    forward over the last token and the drafts, the rule, then the bonus or correction
+    token; the emitted tokens go into ``emitted`` [k + 1]. Returns (accepted, emitted,
+    extra code: 0 bonus, 1 correction, timings)."""
+    n = seq.shape[0]
+    v = t_cache[2].shape[1]
+    ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
+    ctx[:n] = seq
+    q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
+    common = _sync(seq, d_cache[1], d_state)
+    n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, clock)
+    for i in range(k):
+        if i > 0:
+            n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
+                              n_times, DRAFT, clock)
+        _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
+        ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
+    drafted[:] = ctx[n:]
+    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
+                                      draw, state, emitted, times, n_times, clock)
+    return accepted, accepted + 1, extra, n_times
+
+
+def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
+                  emitted, times, clock):
+    """The verification half of a speculative step, for tokens proposed outside the kernel
+    (prompt lookup, an n-gram draft, the EAGLE drafter): ``drafted`` [k] (k may be 0) after
+    ``seq``, drawn from the rows ``q`` [k, V], checked by one target forward and the rule,
+    then the bonus or correction token. Returns what :func:`speculative_kernel` returns."""
+    n, k = seq.shape[0], drafted.shape[0]
+    ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
+    ctx[:n] = seq
+    ctx[n:] = drafted
+    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
+                                      draw, state, emitted, times, np.int64(0), clock)
+    return accepted, accepted + 1, extra, n_times
+
+
+def _check(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, emitted,
+           times, n_times, clock):
+    """One target forward over ``ctx`` [n + k] (the sequence, then k drafts drawn from the
+    rows ``q`` [k, V]), the rule (0 exact, 1 greedy) and the extra token, into ``emitted``
+    [k + 1]: :func:`specdec_lite.rules.verify.verify_checked`, draw for draw. Returns
+    (accepted, extra code: 0 bonus, 1 correction, timings)."""
+    k = ctx.shape[0] - n
+    drafted = ctx[n:]
+    common = _sync(ctx, t_cache[1], t_state)
+    n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, clock)
+    p = np.empty((k + 1, t_cache[2].shape[1]))  # [k + 1, V] the target's rows
+    _rows(t_cache[2][n - 1 : n + k], temperature, p)
+    accepted = k
+    if rule == 1:
+        for i in range(k):
+            if drafted[i] != np.argmax(p[i]):
+                accepted = i
+                break
+    else:
+        r = np.empty(k)  # [k] one uniform per drafted token, all drawn
+        for i in range(k):
+            r[i] = next_double(draw, state)  # noqa: F821
+        for i in range(k):
+            if not r[i] * q[i, drafted[i]] < p[i, drafted[i]]:
+                accepted = i
+                break
+    emitted[:accepted] = drafted[:accepted]
+    if accepted == k:
+        dist, extra = p[k], 0
+    else:
+        extra = 1
+        dist = p[accepted]
+        if rule == 0:  # the residual norm(max(0, p - q)), or p where it has no mass
+            diff = np.maximum(p[accepted] - q[accepted], 0.0)
+            mass = diff.sum()
+            if mass > 0:
+                dist = diff / mass
+    emitted[accepted] = np.argmax(dist) if rule == 1 else _sample(dist, draw, state)
+    return accepted, extra, n_times
+
+
+def tree_kernel(target, t_cache, t_state, tokens, depth, bias, parent, ancestors, path,
+                times, clock):
+    """A Medusa step's greedy verification: forward the tree ``tokens`` [N+1] (node 0 the
+    root) on top of the committed prefix at positions prefix + ``depth``, seeing only
+    ancestors (``bias``); accept a node whose token is the target's argmax at its
+    ``parent``; keep the deepest path whose nodes are all accepted (into ``path``, the
+    first such when several are as deep) and commit it to the cache, as
+    ``TransformerModel.commit_path`` does. Returns (path length, the target's argmax
+    after the path's last node, timings)."""
+    base, n1 = t_state[1], tokens.shape[0]
+    t_state[0] = base  # an earlier block is dropped, as score_tree does
+    n_times = _forward_block(target, t_cache, t_state, tokens, depth, bias, False, times,
+                             np.int64(0), TARGET, clock)
+    kv, cache_tokens, cache_logits, cache_hidden = t_cache
+    ok = np.empty(n1, dtype=np.bool_)  # [N+1] the target takes the node's token
+    ok[0] = True
+    for j in range(1, n1):
+        ok[j] = tokens[j] == np.argmax(cache_logits[base + parent[j]])
+    best, last = -1, 0
+    for i in range(n1):
+        whole = True
+        for j in range(n1):
+            if ancestors[i, j] and not ok[j]:
+                whole = False
+                break
+        if whole and depth[i] > best:
+            best, last = depth[i], i
+    extra = np.argmax(cache_logits[base + last])
+    m = 0
+    for j in range(n1):
+        if ancestors[last, j]:
+            path[m] = j
+            m += 1
+    for i in range(m):  # slot base + path[i] moves to base + i (never onto a later source)
+        src, dst = base + path[i], base + i
+        if src != dst:
+            kv[:, :, :, dst, :] = kv[:, :, :, src, :]
+            cache_tokens[dst] = cache_tokens[src]
+            cache_logits[dst] = cache_logits[src]
+            cache_hidden[dst] = cache_hidden[src]
+    t_state[0] = t_state[1] = base + m
+    return m, extra, n_times
+
+
+class Kernels(NamedTuple):
+    """The kernels above, compiled."""
+
+    plain: object
+    speculative: object
+    verify: object
+    tree: object
+
+
+@functools.cache
+def compiled_kernels() -> Kernels:
+    """The kernels above, compiled (cached on disk by numba); ``ImportError`` without it."""
+    fast.compile_kernels()
+    numba = fast.numba_module()
+    scope = globals()
+    scope["next_double"], scope["now"] = uniform_intrinsic(), clock_intrinsic()
+    # no fastmath: the draws compare as the Python step's; the GIL released, as the
+    # forward releases it
+    jit = numba.njit(cache=True, nogil=True)
+    for name in ("_rows", "_sample", "_sync", "_forward_block", "_append", "_check"):
+        scope[name] = jit(scope[name])
+    return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(verify_kernel),
+                   jit(tree_kernel))
+
+
+__all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "plain_kernel",
+           "speculative_kernel", "tree_kernel", "verify_kernel"]
