@@ -10,10 +10,9 @@ call of a kernel of :mod:`specdec_lite.engine.step_kernels`:
 - with a GPT draft on the numba backend (a plain
   :class:`~specdec_lite.drafting.proposers.ModelDraft`), the whole step: the draft's
   forwards and draws, the target's forward, the rule, the bonus or correction token;
-- with any other proposer (prompt lookup, an n-gram draft, a draft that stops when
-  unsure), the proposer is asked in Python as before and the verification runs compiled:
-  the target's forward, the rule, the extra token (not for the EAGLE drafter, measured
-  slower so, see :func:`step_for`);
+- with any other proposer (prompt lookup, an n-gram draft, the EAGLE drafter, a draft
+  that stops when unsure), the proposer is asked in Python as before and the verification
+  runs compiled: the target's forward, the rule, the extra token;
 - with k = 0, the plain step.
 
 It is the Python step, operation for operation: the same rows, the same uniforms from the
@@ -36,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..drafting.proposers import FeatureView, ModelDraft
+from ..drafting.proposers import ModelDraft
 from ..models.bound import BoundModel
 from ..models.transformer import TransformerModel
 from .decode import Step, ask_proposer, cut_at_eos, speculative_step
@@ -79,10 +78,6 @@ def step_for(target: object, proposer: object | None, sampling: object,
     if rule not in RULE_CODES or sampling.top_k is not None or sampling.top_p is not None:
         return None
     if _parts(target) is None:
-        return None
-    if isinstance(proposer, FeatureView):
-        # the EAGLE drafter: an A/B on the 2-core Xeon measured its runs 13% slower at
-        # T = 0 with the verification compiled (not explained yet), so it keeps the Python step
         return None
     return CompiledStep()
 
@@ -170,6 +165,8 @@ class CompiledStep:
         elif asked:  # another proposer, asked in Python; its draws come first, as before
             drafted, q, n_calls = ask_proposer(proposer, seq, k, sampling, rng, gpt.vocab_size)
             gen.n_draft_calls += n_calls
+            # a proposer may have run the target (the EAGLE drafter reads its features)
+            t_state[0], t_state[1] = t_cache.length, t_cache.n_causal
             out = np.empty(len(drafted) + 1, dtype=np.int64)  # [k_b + 1]
             draw, state = self._uniforms(rng)
             accepted, n_out, extra, n_times = in_kernel(

@@ -5,7 +5,7 @@ on the numba backend as one compiled call.
 - :func:`speculative_kernel`: the draft's forwards and draws, the target's forward, the
   exact (or greedy) rule and the bonus or correction token, writing both caches in place;
 - :func:`verify_kernel`: the same verification for tokens proposed outside (prompt lookup,
-  an n-gram draft);
+  an n-gram draft, the EAGLE drafter);
 - :func:`tree_kernel`: a greedy Medusa step's verification: the tree's forward, the test
   of each node, the kept path committed to the cache.
 
@@ -175,7 +175,7 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
 def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
                   emitted, times, clock):
     """The verification half of a speculative step, for tokens proposed outside the kernel
-    (prompt lookup, an n-gram draft): ``drafted`` [k] (k may be 0) after
+    (prompt lookup, an n-gram draft, the EAGLE drafter): ``drafted`` [k] (k may be 0) after
     ``seq``, drawn from the rows ``q`` [k, V], checked by one target forward and the rule,
     then the bonus or correction token. Returns what :func:`speculative_kernel` returns."""
     n, k = seq.shape[0], drafted.shape[0]
