@@ -109,7 +109,6 @@ class CompiledStep:
         self.clock = clock_source()
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
-        self.drafter: tuple = (None, False)  # (the last proposer, drafts_in_kernel of it)
 
     def _parts_of(self, model: BoundModel) -> tuple:
         """:func:`_parts` of ``model`` plus its cache's [length, n_causal] array, kept."""
@@ -121,11 +120,6 @@ class CompiledStep:
         state[0], state[1] = cache.length, cache.n_causal  # as the cache is now
         return known
 
-    def _in_kernel(self, proposer: object) -> bool:
-        if self.drafter[0] is not proposer:
-            self.drafter = (proposer, drafts_in_kernel(proposer))
-        return self.drafter[1]
-
     def __call__(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
                  sampling: object, rule: str, params: dict, rng: np.random.Generator,
                  eos_id: int | None, gen: object, name: str = "target"
@@ -133,7 +127,7 @@ class CompiledStep:
         _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
         gpt = target.model
         asked = proposer is not None and k > 0  # a speculative step, not a plain one
-        draft = proposer.model if asked and self._in_kernel(proposer) else None
+        draft = proposer.model if asked and drafts_in_kernel(proposer) else None
         if draft is not None:
             _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
         if len(seq) + k > min(gpt.config.max_len, t_cache.capacity) or (
@@ -155,12 +149,12 @@ class CompiledStep:
             drafted = np.empty(k, dtype=np.int64)  # [k]
             out = np.empty(k + 1, dtype=np.int64)  # [k + 1]
             draw, state = self._uniforms(rng)
-            accepted, n_out, extra, n_times = in_kernel(
+            accepted, n_out, extra_code, n_times = in_kernel(
                 self.kernels.speculative, t_model, t_arrays, t_state, d_model, d_arrays,
                 d_state, seq, k, temperature, code, draw, state, drafted, out, self.times,
                 clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
-            emitted, extra = out[:n_out], EXTRA[extra]
+            emitted, extra = out[:n_out], EXTRA[extra_code]
             gen.n_draft_calls += k
         elif asked:  # another proposer, asked in Python; its draws come first, as before
             drafted, q, n_calls = ask_proposer(proposer, seq, k, sampling, rng, gpt.vocab_size)
@@ -169,11 +163,11 @@ class CompiledStep:
             t_state[0], t_state[1] = t_cache.length, t_cache.n_causal
             out = np.empty(len(drafted) + 1, dtype=np.int64)  # [k_b + 1]
             draw, state = self._uniforms(rng)
-            accepted, n_out, extra, n_times = in_kernel(
+            accepted, n_out, extra_code, n_times = in_kernel(
                 self.kernels.verify, t_model, t_arrays, t_state, seq, np.ascontiguousarray(drafted),
                 np.ascontiguousarray(q, dtype=np.float64), temperature, code, draw, state,
                 out, self.times, clock)
-            emitted, extra = out[:n_out], EXTRA[extra]
+            emitted, extra = out[:n_out], EXTRA[extra_code]
         else:
             draw, state = self._uniforms(rng)
             token, n_times = in_kernel(self.kernels.plain, t_model, t_arrays, t_state, seq,
