@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..checks import check_int, check_real
 from ..models.bound import fresh
@@ -167,13 +166,25 @@ class PromptLookup:
 
 def lookup(context: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> np.ndarray:
     """Up to ``k`` tokens that followed the latest earlier occurrence of the context's last
-    g tokens, trying g = ``max_ngram`` down to ``min_ngram``; empty when none matches."""
+    g tokens, trying g = ``max_ngram`` down to ``min_ngram``; empty when none matches.
+
+    Every earlier position holding the last token is a candidate end of a match; walking
+    back one token at a time gives each candidate's match length (at most ``max_ngram``),
+    a few comparisons of the candidates only, whatever the context's length."""
     n = len(context)
+    ends = np.flatnonzero(context[: n - 1] == context[n - 1])  # [m] candidates, ascending
+    if ends.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    length = np.ones(ends.size, dtype=np.int64)  # [m] matched tokens ending at each
+    alive = np.ones(ends.size, dtype=bool)  # [m] still matching at this distance back
+    for back in range(1, min(max_ngram, n - 1)):
+        alive &= ends >= back
+        alive[alive] = context[ends[alive] - back] == context[n - 1 - back]
+        length += alive
     for g in range(min(max_ngram, n - 1), min_ngram - 1, -1):
-        windows = sliding_window_view(context[: n - 1], g)  # [n - g, g]: every earlier g-gram
-        hits = np.flatnonzero((windows == context[n - g:]).all(axis=1))
+        hits = ends[length >= g]
         if hits.size:
-            start = int(hits[-1]) + g  # the token after the latest match
+            start = int(hits[-1]) + 1  # the token after the latest match
             return context[start : start + k].astype(np.int64)
     return np.zeros(0, dtype=np.int64)
 

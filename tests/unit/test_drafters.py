@@ -61,6 +61,31 @@ def test_lookup_finds_nothing_without_a_match():
     assert lookup(ids(1, 2, 1, 3), 3, max_ngram=3, min_ngram=2).size == 0  # "1 3" is new
 
 
+def brute_force_lookup(context: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> list:
+    """The definition, spelled out: for g from the longest down, every earlier g-gram
+    compared with the last one, the latest match's continuation."""
+    n = len(context)
+    for g in range(min(max_ngram, n - 1), min_ngram - 1, -1):
+        tail = context[n - g:].tolist()
+        starts = [h for h in range(n - g) if context[h : h + g].tolist() == tail]
+        if starts:
+            return context[starts[-1] + g : starts[-1] + g + k].tolist()
+    return []
+
+
+def test_lookup_agrees_with_the_brute_force_definition_on_random_contexts():
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        n, vocab = int(rng.integers(1, 30)), int(rng.integers(1, 5))  # small: many repeats
+        context = rng.integers(0, vocab, n)
+        max_ngram = int(rng.integers(1, 6))
+        min_ngram, k = int(rng.integers(1, max_ngram + 1)), int(rng.integers(1, 7))
+        found = lookup(context, k, max_ngram, min_ngram)
+        assert found.dtype == np.int64
+        assert found.tolist() == brute_force_lookup(context, k, max_ngram, min_ngram), (
+            context.tolist(), k, max_ngram, min_ngram)
+
+
 def test_the_drafters_are_importable_from_the_package():
     import specdec_lite
 
