@@ -139,14 +139,15 @@ def calibrate(models: Pretrained, ngram: NGramModel | None, windows: list[np.nda
     """
     drafts = {"draft": models.draft} | ({"ngram": ngram} if ngram else {})
     acc, greedy, overlaps = [], {name: [] for name in drafts}, {name: [] for name in drafts}
+    target = models.target.bound()  # the features below are read from the probs' cache
     for w in windows:
-        p = models.target.probs(w)  # [n, V]
+        p = target.probs(w)  # [n, V]
         for name, draft in drafts.items():
             q = draft.probs(w)  # [n, V]
             greedy[name].append(np.mean(p.argmax(1) == q.argmax(1)))
             overlaps[name].append(overlap(p, q).mean())
         if models.heads is not None:
-            hidden = models.target.hidden(w)  # [n, d]
+            hidden = target.hidden(w)  # [n, d]
             acc.append(top_k_accuracy(models.heads, hidden, w, top=top))
     alpha = {name: {"greedy": float(np.mean(greedy[name])), "T=1": float(np.mean(overlaps[name]))}
              for name in drafts}

@@ -113,7 +113,7 @@ def cost_curve(models: Pretrained, ngram: NGramModel | None, prefix: np.ndarray,
     the decoders also call a model several times in a row (k drafts, one token after
     another), and a single call after a different model's forward pays for cold caches.
     """
-    target, draft, heads = models.target, models.draft, models.heads
+    target, draft, heads = models.target.bound(), models.draft.bound(), models.heads
     new = np.resize(prefix[::-1], n_max)  # [n_max] any valid tokens
     hidden = target.hidden(prefix)[-1:]  # [1, d]
     draft.probs(prefix)

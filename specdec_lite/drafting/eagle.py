@@ -38,7 +38,6 @@ features, the embeddings and the LM head are the target's); the shipped one is
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -173,8 +172,8 @@ class EagleDraft:
     :meth:`propose_with` is the drafting every decoder runs: a subclass that drafts
     differently overrides it.
 
-    :meth:`propose`, for a direct call, uses the calling thread's drafter cache and the
-    target's default cache of that thread.
+    :meth:`propose`, a direct call, drafts on a drafter cache and a target cache of its
+    own, which it then drops: a pure function of its arguments.
     """
 
     def __init__(self, target: TransformerModel, weights: EagleWeights) -> None:
@@ -190,15 +189,6 @@ class EagleDraft:
         self._compiled = None  # the layer compiled, made when the target runs numba
         self.vocab_size = target.vocab_size
         self.max_len = target.config.max_len
-        self._local = threading.local()  # each thread's drafter cache
-
-    @property
-    def state(self) -> EagleState:
-        """The calling thread's drafter cache, made on first use."""
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = self.new_state()
-        return state
 
     def new_state(self) -> EagleState:
         """An empty drafter cache, for one sequence (see :meth:`propose_with`)."""
@@ -227,8 +217,7 @@ class EagleDraft:
         """Up to ``k`` tokens after ``context`` [n] and the rows q [m, V] they were drawn
         from; none for a context of one token (there is no feature yet) and fewer near the
         end of the target's window. ``n_calls`` counts drafter forwards."""
-        return self.propose_with(self.state, self._default_features, context, k, sampling,
-                                 rng)
+        return self.for_sequence(self.target).propose(context, k, sampling, rng)
 
     def for_sequence(self, target: object) -> FeatureView:
         """This drafter for one run: a drafter cache of its own, and the target's features
@@ -237,9 +226,6 @@ class EagleDraft:
         and drafting share one target cache; otherwise from a target cache of its own."""
         reads = target if getattr(target, "model", None) is self.target else self.target.bound()
         return FeatureView(self, self.new_state(), reads.hidden)
-
-    def _default_features(self, tokens: np.ndarray, start: int) -> np.ndarray:
-        return self.target.hidden(tokens, start=start)  # the thread's default cache
 
     def propose_with(self, state: EagleState,
                      read_features: Callable[[np.ndarray, int], np.ndarray],

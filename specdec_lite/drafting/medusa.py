@@ -230,11 +230,9 @@ def windowed_forward(model: TransformerModel, ids: np.ndarray) -> Output:
     length = model.config.max_len
     logits, hidden = [], []
     for start in range(0, len(ids), length):
-        model.rollback(0)
-        out = model.forward(ids[start : start + length])
+        out = model.forward(ids[start : start + length])  # on a new cache: from position 0
         logits.append(out.logits)
         hidden.append(out.hidden)
-    model.rollback(0)
     return Output(np.concatenate(logits), np.concatenate(hidden))
 
 

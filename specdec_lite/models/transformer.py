@@ -29,26 +29,27 @@ layout.
 Speculative decoders drive the cache through public methods and never touch it
 directly: ``score_tree`` (forward a tree block on top of the committed prefix),
 ``commit_path`` (keep one root-to-node path of that block), ``rollback`` (drop entries)
-and ``hidden_at`` / ``n_committed`` (read the committed prefix). Each entry keeps its hidden
-state, the *feature* the LM head reads; ``hidden(tokens, start)`` reads a prefix's features
-and forwards only rows the cache lacks (the EAGLE drafter's input,
-:mod:`specdec_lite.drafting.eagle`).
+and ``hidden_at`` (read a committed entry; ``cache.n_causal`` is the committed length).
+Each entry keeps its hidden state, the *feature* the LM head reads; ``hidden(tokens,
+start)`` reads a prefix's features and forwards only rows the cache lacks (the EAGLE
+drafter's input, :mod:`specdec_lite.drafting.eagle`).
 
 Per-sequence state. The weights are shared and read-only; the KV cache (and with it the
 position of the next token) is per sequence, a :class:`KVCache` from
 ``model.new_state()``. Every method takes it as ``cache=``; ``model.bound(cache)`` is the
 model with it filled in (:mod:`specdec_lite.models.bound`), which is what the decoders
-run on, each run on a cache of its own. A direct call without a cache (a notebook's
-``model.probs(tokens)``) uses the calling thread's default cache (``model.cache``), so
-threads that share one model never share a cache. A cache is rebuilt from its tokens
-alone (``model.probs(tokens, cache=fresh)`` re-prefills it), so a sequence's state to
-save is its tokens, not its cache.
+run on, each run on a cache of its own. The model itself holds no cache: a sequence
+call without one (a notebook's ``model.probs(tokens)``) runs on a new cache it then
+drops, a pure function of its tokens (``forward`` then runs from position 0), and the
+calls that read or change a cache's entries (``rollback``, ``score_tree``,
+``commit_path``, ``hidden_at``) need one. A cache is rebuilt from its tokens alone
+(``model.probs(tokens, cache=fresh)`` re-prefills it), so a sequence's state to save is
+its tokens, not its cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 import zipfile
 from collections.abc import Sequence
@@ -147,11 +148,12 @@ class TransformerModel:
     its longest common prefix with the sequence of the previous call on that cache, so a
     decoder that extends or shortens its sequence pays only for the new tokens.
     ``forward`` is the low-level call that appends a block (optionally a tree) to the
-    cache; tree decoders use ``score_tree``, ``commit_path``, ``rollback``, ``hidden_at``
-    and ``n_committed``. Each takes ``cache=`` (a :class:`KVCache` from
-    :meth:`new_state`); without it, the calling thread's own default cache
-    (:attr:`cache`). One model can so serve many sequences from many threads; one
-    cache must not be used by two threads at once.
+    cache; tree decoders use ``score_tree``, ``commit_path``, ``rollback`` and
+    ``hidden_at``. Each takes ``cache=`` (a :class:`KVCache` from :meth:`new_state`;
+    ``model.bound(cache)`` fills it in); the sequence calls without one run on a
+    throwaway cache, the others require it. The model holds no per-sequence state, so it
+    can serve many sequences from many threads; one cache must not be used by two threads
+    at once.
 
     ``trusted_rows``: ``last_probs`` returns a float64 softmax of logits this model
     computed from checksum-verified weights, so its rows are non-negative and sum to 1 by
@@ -199,7 +201,6 @@ class TransformerModel:
         for array in (self.wte, self.wpe, self.unembed, *self.ln_f, self._one_hot,
                       *(w for block in self.layers for w in block)):
             array.flags.writeable = False
-        self._local = threading.local()  # each thread's default cache
         self.use_backend(backend)
 
     def use_backend(self, backend: str) -> TransformerModel:
@@ -225,13 +226,6 @@ class TransformerModel:
         """Load checksum-verified weights (see ``load_npz``)."""
         return cls(config, load_npz(path, sha256))
 
-    def __getstate__(self) -> dict:  # pickling (e.g. to a worker process) drops the caches
-        return {name: value for name, value in self.__dict__.items() if name != "_local"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
-
     # ---------------------------------------------------------------- per-sequence state
 
     def new_state(self) -> KVCache:
@@ -243,20 +237,15 @@ class TransformerModel:
         it (:class:`~specdec_lite.models.bound.BoundModel`): what a decoder runs on."""
         return BoundModel(self, self.new_state() if cache is None else self._state(cache))
 
-    @property
-    def cache(self) -> KVCache:
-        """The calling thread's default cache, made on first use: the cache of direct calls
-        made without ``cache=`` (a notebook's ``target.probs(tokens)``). The decoders never
-        use it; they run on caches of their own (:meth:`bound`)."""
-        cache = getattr(self._local, "cache", None)
+    def _state(self, cache: KVCache | None, call: str | None = None) -> KVCache:
+        """``cache``, checked to fit this model. None: a new cache for a sequence call
+        (``call`` None), which then forgets it; ``TypeError`` for the call named ``call``,
+        which reads or changes a cache's entries and so needs the caller's."""
         if cache is None:
-            cache = self._local.cache = self.new_state()
-        return cache
-
-    def _state(self, cache: KVCache | None) -> KVCache:
-        """``cache``, checked to fit this model, or the thread's default cache."""
-        if cache is None:
-            return self.cache
+            if call is not None:
+                raise TypeError(f"{call} needs cache= (a KVCache from new_state(), or call it "
+                                "on model.bound(cache)): the model keeps no cache of its own")
+            return self.new_state()
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache (see new_state), got {type(cache).__name__}")
         c = self.config
@@ -457,34 +446,28 @@ class TransformerModel:
     # sequence the decoder has accepted so far; a tree block sits on top of it until one
     # of its paths is committed or it is rolled back.
 
-    @property
-    def n_committed(self) -> int:
-        """Length of the committed prefix of the thread's default cache (for another
-        cache: its ``n_causal``)."""
-        return self.cache.n_causal
-
     def hidden_at(self, i: int, *, cache: KVCache | None = None) -> np.ndarray:  # -> [d]
         """The final hidden state of cached entry ``i`` (a copy), in [0, entries in cache)."""
-        cache = self._state(cache)
+        cache = self._state(cache, "hidden_at")
         i = check_int(i, "i", 0, cache.length - 1)
         return cache.hidden[i].copy()
 
     def rollback(self, length: int, *, cache: KVCache | None = None) -> None:
         """Drop every cached entry from ``length`` on (committed or not)."""
-        cache = self._state(cache)
+        cache = self._state(cache, "rollback")
         cache.truncate(check_int(length, "length", 0, cache.length))
 
     def score_tree(self, tokens: Sequence[int] | np.ndarray, depth: np.ndarray,
                    mask: np.ndarray, *, cache: KVCache | None = None) -> Output:
         """Forward a tree block of N nodes on top of the committed prefix, in one call.
 
-        ``tokens`` [N], ``depth`` [N] (node j sits at position ``n_committed + depth[j]``)
+        ``tokens`` [N], ``depth`` [N] (node j sits at position ``cache.n_causal + depth[j]``)
         and ``mask`` [N, N] bool (``mask[i, j]``: node i sees node j; the diagonal True).
         Every node also sees the whole committed prefix. Entries left by an earlier block
         are dropped first. Returns the nodes' logits [N, V] and hidden states [N, d]; the
         block stays in the cache until :meth:`commit_path` or :meth:`rollback`.
         """
-        cache = self._state(cache)
+        cache = self._state(cache, "score_tree")
         base = cache.n_causal
         cache.truncate(base)
         return self.forward(tokens, positions=base + np.asarray(depth), mask=mask, cache=cache)
@@ -498,5 +481,5 @@ class TransformerModel:
         lets each node see only its ancestors, the kept entries equal those of a causal
         forward of the path's tokens. Every other entry of the block is dropped.
         """
-        cache = self._state(cache)
+        cache = self._state(cache, "commit_path")
         cache.keep_path(cache.n_causal + np.asarray(nodes, dtype=np.intp))

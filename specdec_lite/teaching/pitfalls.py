@@ -206,10 +206,12 @@ def medusa_heads_fn(target: TransformerModel, heads: object) -> HeadsFn:
     if not callable(logits_of):
         raise TypeError("heads must have a logits(hidden) method, as MedusaHeads does")
 
+    reads = target.bound()  # one cache: a prefix that extends the last one costs its new rows
+
     def heads_fn(prefix: np.ndarray) -> np.ndarray:
         if len(prefix) < 2:
             raise ValueError("prefix must hold at least 2 tokens for Medusa heads")
-        hidden = target.hidden(prefix)[-2:-1]  # [1, d] the state before the last token
+        hidden = reads.hidden(prefix)[-2:-1]  # [1, d] the state before the last token
         return softmax(logits_of(hidden)[:, 0])  # [H, V]
 
     return heads_fn

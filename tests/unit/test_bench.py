@@ -402,8 +402,9 @@ def test_meter_counts_forwards_through_the_hooks_and_clears_them() -> None:
     observed = {"target": models.target, "draft": models.draft, "heads": models.heads,
                 "ngram": ngram}
     with bench.ForwardMeter(observed | {"absent": None}) as meter:
-        models.target.probs(np.arange(5))
-        models.target.probs(np.arange(7))  # the cached prefix: a forward over 2 tokens
+        cache = models.target.new_state()
+        models.target.probs(np.arange(5), cache=cache)
+        models.target.probs(np.arange(7), cache=cache)  # the cached prefix: a forward of 2
         models.draft.probs(np.arange(3))
         models.heads.logits(np.zeros((1, 32), dtype=np.float32))
         ngram.last_probs(np.arange(4))

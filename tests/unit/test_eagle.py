@@ -66,23 +66,25 @@ def reference_rows(drafter: EagleDraft, context: np.ndarray, drafted: np.ndarray
 
 
 def test_hidden_from_start_reads_the_cache_without_a_forward(target) -> None:
+    run = target.bound()  # the feature reads below share one cache
     ids = tokens(20)
-    full = target.hidden(ids)  # [20, d]
+    full = run.hidden(ids)  # [20, d]
     forwarded = []
     target.observer = lambda n, seconds: forwarded.append(n)
-    np.testing.assert_array_equal(target.hidden(ids, start=12), full[12:])
+    np.testing.assert_array_equal(run.hidden(ids, start=12), full[12:])
     assert forwarded == []  # what the cache holds: no forward at all
     longer = np.r_[ids, tokens(3, seed=8)]
-    np.testing.assert_allclose(target.hidden(longer, start=20),
+    np.testing.assert_allclose(run.hidden(longer, start=20),
                                TransformerModel(CONFIG, random_params(CONFIG)).hidden(
                                    longer)[20:], atol=1e-5)
     assert forwarded == [3]  # only the three new rows
-    np.testing.assert_array_equal(target.hidden(ids[:15], start=15), full[15:15])
+    np.testing.assert_array_equal(run.hidden(ids[:15], start=15), full[15:15])
     with pytest.raises(ValueError, match="start"):
-        target.hidden(ids, start=21)
+        run.hidden(ids, start=21)
 
 
 def test_features_are_trimmed_with_the_cache_on_rollback(target) -> None:
+    target = target.bound()
     ids, other = tokens(20), tokens(20, seed=7)
     target.hidden(ids)
     target.rollback(8)
@@ -126,7 +128,7 @@ def test_proposals_are_the_rows_recomputed_from_scratch(drafter, temperature) ->
 
 def test_a_context_that_changes_is_caught_up_from_where_it_agrees(target) -> None:
     weights = EagleWeights.from_arrays(eagle_arrays(), N_HEAD)
-    reused = EagleDraft(target, weights)
+    reused = EagleDraft(target, weights).for_sequence(target)  # one drafter cache throughout
     sampling, a, b = Sampling.checked(1.0), tokens(15), tokens(15, seed=4)
     for context in (a, b[:9], np.r_[a[:6], b[6:12]], a[:14], a):
         fresh_each_time = EagleDraft(TransformerModel(CONFIG, random_params(CONFIG)), weights)
@@ -293,10 +295,7 @@ def test_batched_eagle_equals_each_sequence_alone(shipped) -> None:
     tokens and steps ``speculative_generate`` gives it alone, greedy and at T = 1; greedy
     output is the target's. Reading the features costs no target forward: the target
     forwards each prompt once and then each step's block (the last token and the drafts),
-    nothing more (features read from another sequence's slot would be recomputed there).
-    The target's default cache is never touched."""
-    import threading
-
+    nothing more (features read from another sequence's slot would be recomputed there)."""
     from specdec_lite import BatchEngine
 
     eagle = load_eagle(shipped.target)
@@ -304,27 +303,17 @@ def test_batched_eagle_equals_each_sequence_alone(shipped) -> None:
                ("def __init__(self", "import os\n", "    return ", "for i in range(")]
     for temperature in (0.0, 1.0):
         rule = "greedy" if temperature == 0 else "exact"
-        result: dict = {}
-
-        def run_batch(temperature=temperature, rule=rule, result=result) -> None:
-            engine = BatchEngine(shipped.target, eagle, k=3, temperature=temperature,
-                                 rule=rule, max_batch=2)
-            for i, prompt in enumerate(prompts):
-                engine.add(prompt, max_new_tokens=LENGTHS[i], seed=i, request_id=i)
-            rows = []
-            shipped.target.observer = lambda n, seconds: rows.append(n)
-            try:
-                result.update(engine.run())
-            finally:
-                shipped.target.observer = None
-            result["rows"] = sum(rows)
-            result["default cache"] = shipped.target.cache.length
-
-        thread = threading.Thread(target=run_batch)  # a fresh thread: a fresh default cache
-        thread.start()
-        thread.join()
-        assert result["default cache"] == 0
-        assert result["rows"] == sum(len(p) for p in prompts) + sum(
+        engine = BatchEngine(shipped.target, eagle, k=3, temperature=temperature,
+                             rule=rule, max_batch=2)
+        for i, prompt in enumerate(prompts):
+            engine.add(prompt, max_new_tokens=LENGTHS[i], seed=i, request_id=i)
+        rows: list[int] = []
+        shipped.target.observer = lambda n, seconds, rows=rows: rows.append(n)
+        try:
+            result = engine.run()
+        finally:
+            shipped.target.observer = None
+        assert sum(rows) == sum(len(p) for p in prompts) + sum(
             len(step.proposed) + 1 for i in range(len(prompts)) for step in result[i].steps)
         for i, prompt in enumerate(prompts):
             alone = speculative_generate(shipped.target, eagle, prompt, k=3,

@@ -35,7 +35,7 @@ def test_greedy_block_equals_k_argmax_rows(backend: str, k: int) -> None:
     if backend == "numba" and not fast.available():
         pytest.skip(f"needs {fast.INSTALL_HINT}")
     params = random_params(CONFIG)
-    blocked = TransformerModel(CONFIG, params, backend=backend)
+    blocked = TransformerModel(CONFIG, params, backend=backend).bound()  # its cache is read
     rows = TransformerModel(CONFIG, params, backend=backend)
     prompt = np.random.default_rng(k).integers(0, CONFIG.vocab_size, 7)  # [7]
     got = blocked.greedy_block(prompt, k)  # [k]

@@ -92,10 +92,10 @@ def test_block_after_prefix_equals_one_at_a_time(prefix_len: int, block: int, ro
     monkeypatch.setattr(kernels, "ROWWISE_MAX", rowwise_max)
     ids = np.random.default_rng(prefix_len).integers(0, CONFIG.vocab_size, prefix_len + block)
     prefix, new = ids[:prefix_len], ids[prefix_len:]  # [prefix_len], [block]
-    blocked = TransformerModel(CONFIG, random_params(CONFIG))
+    blocked = TransformerModel(CONFIG, random_params(CONFIG)).bound()  # on a cache of its own
     blocked.forward(prefix)
     got = blocked.forward(new)  # logits [block, V], hidden [block, d]
-    single = TransformerModel(CONFIG, random_params(CONFIG))
+    single = TransformerModel(CONFIG, random_params(CONFIG)).bound()
     single.forward(prefix)
     steps = [single.forward(new[i : i + 1]) for i in range(block)]
     np.testing.assert_allclose(got.logits, np.concatenate([s.logits for s in steps]), atol=1e-4)

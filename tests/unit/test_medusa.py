@@ -121,7 +121,7 @@ def test_make_tree_rejects_bad_choices(choices, message) -> None:
 
 def test_tree_forward_equals_each_path_alone() -> None:
     tree = dense_tree([3, 2, 2])
-    model, fresh = target_model(), target_model()
+    model, fresh = target_model().bound(), target_model()
     prompt = np.random.default_rng(3).integers(0, 13, 9)
     model.logits(prompt)
     tokens = np.random.default_rng(4).integers(0, 13, tree.n_nodes)  # [N+1], root first
@@ -134,7 +134,7 @@ def test_tree_forward_equals_each_path_alone() -> None:
 
 def test_commit_path_equals_causal_forward() -> None:
     tree = dense_tree([2, 2, 2])
-    model, fresh = target_model(), target_model()
+    model, fresh = target_model().bound(), target_model()
     prompt = np.arange(7) % 13
     model.logits(prompt)
     tokens = np.random.default_rng(1).integers(0, 13, tree.n_nodes)

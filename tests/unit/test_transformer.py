@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from support import CONFIG, PARENTS, path_to, random_params, tokens, tree_mask
 
+from specdec_lite.models.bound import BoundModel
 from specdec_lite.models.transformer import (
     Block,
     TransformerModel,
@@ -15,8 +16,9 @@ from specdec_lite.models.transformer import (
 
 
 @pytest.fixture
-def model() -> TransformerModel:
-    return TransformerModel(CONFIG, random_params(CONFIG))
+def model() -> BoundModel:
+    """A GPT on a cache of its own: the tests below read and change that cache."""
+    return TransformerModel(CONFIG, random_params(CONFIG)).bound()
 
 
 def test_matches_torch_forward() -> None:
@@ -38,7 +40,7 @@ def test_matches_torch_forward() -> None:
     np.testing.assert_allclose(hidden, expected_hidden[0].numpy(), atol=1e-4)
 
 
-def test_incremental_equals_full_forward(model: TransformerModel) -> None:
+def test_incremental_equals_full_forward(model: BoundModel) -> None:
     ids = tokens(30)
     full = TransformerModel(CONFIG, random_params(CONFIG)).forward(ids).logits  # [30, V]
     pieces = [model.forward(ids[a:b]).logits for a, b in [(0, 7), (7, 8), (8, 20), (20, 30)]]
@@ -46,7 +48,7 @@ def test_incremental_equals_full_forward(model: TransformerModel) -> None:
     assert model.cache.length == model.cache.n_causal == 30
 
 
-def test_truncate_then_extend_equals_fresh(model: TransformerModel) -> None:
+def test_truncate_then_extend_equals_fresh(model: BoundModel) -> None:
     ids, other = tokens(25), tokens(25, seed=2)
     model.forward(ids)
     model.rollback(10)
@@ -56,7 +58,7 @@ def test_truncate_then_extend_equals_fresh(model: TransformerModel) -> None:
     np.testing.assert_allclose(extended, fresh.logits[10:], atol=1e-5)
 
 
-def test_probs_reuses_prefix_after_rejection(model: TransformerModel) -> None:
+def test_probs_reuses_prefix_after_rejection(model: BoundModel) -> None:
     ids, other = tokens(20), tokens(20, seed=3)
     model.probs(ids)
     shorter = np.r_[ids[:12], other[:5]]
@@ -66,7 +68,7 @@ def test_probs_reuses_prefix_after_rejection(model: TransformerModel) -> None:
     assert model.cache.length == 17
 
 
-def test_tree_mask_matches_each_path(model: TransformerModel) -> None:
+def test_tree_mask_matches_each_path(model: BoundModel) -> None:
     prefix, nodes = tokens(5), tokens(len(PARENTS), seed=4)
     mask, depth = tree_mask(PARENTS)
     model.forward(prefix)
@@ -80,7 +82,7 @@ def test_tree_mask_matches_each_path(model: TransformerModel) -> None:
         np.testing.assert_allclose(tree.hidden[node], expected_hidden, atol=1e-5)
 
 
-def test_keep_path_then_extend_equals_fresh(model: TransformerModel) -> None:
+def test_keep_path_then_extend_equals_fresh(model: BoundModel) -> None:
     prefix, nodes, more = tokens(5), tokens(len(PARENTS), seed=4), tokens(3, seed=5)
     mask, depth = tree_mask(PARENTS)
     model.forward(prefix)
@@ -95,7 +97,7 @@ def test_keep_path_then_extend_equals_fresh(model: TransformerModel) -> None:
     assert model.cache.n_causal == len(sequence)
 
 
-def test_score_tree_commit_path_equals_fresh(model: TransformerModel) -> None:
+def test_score_tree_commit_path_equals_fresh(model: BoundModel) -> None:
     """The public tree interface: score a block on the committed prefix, commit one path,
     and the model then continues exactly as a causal forward of prefix + path would."""
     prefix, nodes, more = tokens(5), tokens(len(PARENTS), seed=4), tokens(3, seed=5)
@@ -115,7 +117,7 @@ def test_score_tree_commit_path_equals_fresh(model: TransformerModel) -> None:
     np.testing.assert_allclose(model.logits(longer), reference.logits(longer), atol=1e-5)
 
 
-def test_tree_interface_rejects_bad_arguments(model: TransformerModel) -> None:
+def test_tree_interface_rejects_bad_arguments(model: BoundModel) -> None:
     model.logits(tokens(4))
     with pytest.raises(ValueError, match="length"):
         model.rollback(5)
@@ -131,7 +133,25 @@ def test_tree_interface_rejects_bad_arguments(model: TransformerModel) -> None:
         model.commit_path([1, 0])
 
 
-def test_blocks_are_named_and_positional(model: TransformerModel) -> None:
+def test_the_model_keeps_no_cache_of_its_own() -> None:
+    """Without cache= a sequence call runs on a cache it then drops: its answer does not
+    depend on earlier calls. The calls that read or change a cache's entries need one."""
+    model = TransformerModel(CONFIG, random_params(CONFIG))
+    ids, other = tokens(12), tokens(12, seed=6)
+    alone = model.logits(ids)
+    model.logits(np.r_[ids[:7], other[:3]])  # would leave 7 shared entries on a kept cache
+    np.testing.assert_array_equal(model.logits(ids), alone)
+    np.testing.assert_array_equal(model.forward(ids).logits, alone)  # from position 0
+    assert not hasattr(model, "cache") and not hasattr(model, "n_committed")
+    mask, depth = tree_mask(PARENTS)
+    for call in (lambda: model.rollback(0), lambda: model.hidden_at(0),
+                 lambda: model.score_tree(tokens(len(PARENTS)), depth, mask),
+                 lambda: model.commit_path([0])):
+        with pytest.raises(TypeError, match="cache="):
+            call()
+
+
+def test_blocks_are_named_and_positional(model: BoundModel) -> None:
     block = model.layers[0]
     assert isinstance(block, Block) and len(block) == 8
     assert block.c_attn_w is block[0] and block.mlp_c_proj_b is block[7]
@@ -140,7 +160,7 @@ def test_blocks_are_named_and_positional(model: TransformerModel) -> None:
     assert block.attn_c_proj_w.shape == (d, d) and block.mlp_c_proj_w.shape == (4 * d, d)
 
 
-def test_probs_rows_sum_to_one(model: TransformerModel) -> None:
+def test_probs_rows_sum_to_one(model: BoundModel) -> None:
     p = model.probs(tokens(30))
     assert p.shape == (30, CONFIG.vocab_size) and p.dtype == np.float64
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
@@ -153,12 +173,12 @@ def test_bad_tokens_raise(model: TransformerModel, bad: list) -> None:
         model.probs(bad)
 
 
-def test_too_long_raises(model: TransformerModel) -> None:
+def test_too_long_raises(model: BoundModel) -> None:
     with pytest.raises(ValueError, match="max_len"):
         model.probs(tokens(CONFIG.max_len + 1))
 
 
-def test_bad_mask_and_positions_raise(model: TransformerModel) -> None:
+def test_bad_mask_and_positions_raise(model: BoundModel) -> None:
     with pytest.raises(ValueError, match="mask"):
         model.forward(tokens(3), mask=np.zeros((3, 3), dtype=bool))
     with pytest.raises(ValueError, match="positions"):
