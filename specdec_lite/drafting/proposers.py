@@ -168,24 +168,25 @@ def lookup(context: np.ndarray, k: int, max_ngram: int, min_ngram: int = 1) -> n
     """Up to ``k`` tokens that followed the latest earlier occurrence of the context's last
     g tokens, trying g = ``max_ngram`` down to ``min_ngram``; empty when none matches.
 
-    Every earlier position holding the last token is a candidate end of a match; walking
-    back one token at a time gives each candidate's match length (at most ``max_ngram``),
-    a few comparisons of the candidates only, whatever the context's length."""
+    The search is a byte search: the context as 4-byte integers, the last g of them looked
+    for from the end (``bytes.rfind``, in C). A hit that does not start on a token's first
+    byte straddles two tokens and is skipped. A few microseconds whatever the context's
+    length, where comparing every earlier g-gram in numpy costs tens."""
     n = len(context)
-    ends = np.flatnonzero(context[: n - 1] == context[n - 1])  # [m] candidates, ascending
-    if ends.size == 0:
+    g_max = min(max_ngram, n - 1)
+    if g_max < min_ngram:
         return np.zeros(0, dtype=np.int64)
-    length = np.ones(ends.size, dtype=np.int64)  # [m] matched tokens ending at each
-    alive = np.ones(ends.size, dtype=bool)  # [m] still matching at this distance back
-    for back in range(1, min(max_ngram, n - 1)):
-        alive &= ends >= back
-        alive[alive] = context[ends[alive] - back] == context[n - 1 - back]
-        length += alive
-    for g in range(min(max_ngram, n - 1), min_ngram - 1, -1):
-        hits = ends[length >= g]
-        if hits.size:
-            start = int(hits[-1]) + 1  # the token after the latest match
-            return context[start : start + k].astype(np.int64)
+    ids = context.astype("<i4", copy=False)  # token ids fit 31 bits
+    earlier = ids[: n - 1].tobytes()  # every match must end before the last token
+    tail = ids[n - g_max :].tobytes()
+    for g in range(g_max, min_ngram - 1, -1):
+        needle = tail[4 * (g_max - g) :]  # the last g tokens
+        end = len(earlier)
+        while (at := earlier.rfind(needle, 0, end)) >= 0:
+            if at % 4 == 0:
+                start = at // 4 + g  # the token after the latest match
+                return context[start : start + k].astype(np.int64)
+            end = at + len(needle) - 1  # a straddling hit: look further back
     return np.zeros(0, dtype=np.int64)
 
 

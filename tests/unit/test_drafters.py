@@ -73,11 +73,15 @@ def brute_force_lookup(context: np.ndarray, k: int, max_ngram: int, min_ngram: i
     return []
 
 
-def test_lookup_agrees_with_the_brute_force_definition_on_random_contexts():
+@pytest.mark.parametrize("ids", [np.arange(5), np.array([0, 1, 256, 65536, 1 << 24, 257])],
+                         ids=["small ids", "ids whose bytes straddle"])
+def test_lookup_agrees_with_the_brute_force_definition_on_random_contexts(ids):
+    """Few distinct tokens, so many repeats; the second set's ids share bytes across their
+    4-byte words, so a byte search that accepted a hit off a word's start would differ."""
     rng = np.random.default_rng(7)
     for _ in range(3000):
-        n, vocab = int(rng.integers(1, 30)), int(rng.integers(1, 5))  # small: many repeats
-        context = rng.integers(0, vocab, n)
+        n, vocab = int(rng.integers(1, 30)), int(rng.integers(1, len(ids) + 1))
+        context = ids[rng.integers(0, vocab, n)]
         max_ngram = int(rng.integers(1, 6))
         min_ngram, k = int(rng.integers(1, max_ngram + 1)), int(rng.integers(1, 7))
         found = lookup(context, k, max_ngram, min_ngram)
