@@ -147,10 +147,21 @@ class StepCosts:
     def k_max(self) -> int:
         return len(self.step_cost) - 1
 
-    def best_k(self, alpha: float) -> int:
+    def best_k(self, alpha: float, margin: float = 0.0) -> int:
         """The k in 0..k_max with the most expected tokens per unit of time at ``alpha``:
-        E(α, k) / step_cost[k], where k = 0 (plain decoding) scores 1."""
-        return best_rate_k(alpha, self.step_cost)
+        E(α, k) / step_cost[k], where k = 0 (plain decoding) scores 1; 0 unless the best
+        k > 0 scores above 1 + ``margin``."""
+        k = best_rate_k(alpha, self.step_cost)
+        if k and expected_rate(alpha, k, self.step_cost[k]) <= 1.0 + margin:
+            return 0
+        return k
+
+
+def expected_rate(alpha: float, k: int, step_cost: float) -> float:
+    """E(α, k) / ``step_cost``: the expected tokens per unit of time of a step with k
+    drafts that costs ``step_cost``."""
+    tokens = (1.0 - alpha ** (k + 1)) / (1.0 - alpha) if alpha < 1.0 else k + 1.0
+    return tokens / step_cost
 
 
 def best_rate_k(alpha: float, step_cost: tuple[float, ...], k_min: int = 0) -> int:
@@ -178,6 +189,11 @@ class AutoK:
     ``prior`` pseudo-tokens at ``alpha0`` (only the last ``window`` steps are read: the
     weight of older ones is below decay^window). After ``probe_every`` plain steps in a
     row one step drafts a single token, so that the estimate can recover.
+
+    A k > 0 is chosen only when it is expected to beat plain decoding by more than
+    ``margin``: near break-even, a noisy α (a few recent tokens) and step prices timed
+    apart from the run make drafting a coin toss that loses more often than it wins, since
+    every draft the target turns down costs time while plain decoding never does.
     """
 
     costs: StepCosts
@@ -186,6 +202,7 @@ class AutoK:
     decay: float = 0.8
     probe_every: int = 16
     window: int = 32
+    margin: float = 0.05
 
     def __post_init__(self) -> None:
         if not isinstance(self.costs, StepCosts):
@@ -197,25 +214,32 @@ class AutoK:
             raise ValueError(f"decay must be in (0, 1], got {self.decay}")
         check_int(self.probe_every, "probe_every", 1)
         check_int(self.window, "window", 1)
+        check_real(self.margin, "margin", minimum=0.0)
 
     @property
     def start(self) -> int:
-        return self.costs.best_k(self.alpha0)
+        return self.costs.best_k(self.alpha0, self.margin)
 
     def alpha(self, gen: Generation) -> float:
-        """The decayed estimate of α after ``gen``'s last ``window`` steps."""
+        """The decayed estimate of α after ``gen``'s last ``window`` steps (the policy runs
+        after every step, so this loop is kept to a few attribute reads per step)."""
+        decay = self.decay
         accepted, checked = self.prior * self.alpha0, self.prior
         for step in gen.steps[-self.window:]:
-            if step.proposed:
-                accepted = self.decay * accepted + step.n_accepted
-                checked = self.decay * checked + step.n_checked
+            proposed = step.proposed
+            if proposed:
+                n = step.n_accepted
+                accepted = decay * accepted + n
+                checked = decay * checked + (n + 1 if n < len(proposed) else n)  # n_checked
         return accepted / checked
 
     def after(self, k: int, gen: Generation) -> int:
-        best = self.costs.best_k(min(self.alpha(gen), 0.999))
-        if best == 0 and len(gen.steps) >= self.probe_every and not any(
-                s.proposed for s in gen.steps[-self.probe_every:]):
-            return 1  # a probe
+        best = self.costs.best_k(min(self.alpha(gen), 0.999), self.margin)
+        if best == 0 and len(gen.steps) >= self.probe_every:
+            for step in gen.steps[-self.probe_every:]:
+                if step.proposed:
+                    return 0
+            return 1  # a probe, after probe_every plain steps
         return best
 
 
@@ -297,5 +321,6 @@ def policy_from_record(record: object) -> object:
 
 
 __all__ = ["CONFIDENCE", "HEURISTIC_K_MAX", "POLICIES", "AdaptiveK", "AutoK", "FixedK",
-           "StepCosts", "TheoryK", "as_draft_length", "best_rate_k", "named_policy",
+           "StepCosts", "TheoryK", "as_draft_length", "best_rate_k", "expected_rate",
+           "named_policy",
            "policy_from_record", "policy_record", "replay_k"]

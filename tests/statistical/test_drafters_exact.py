@@ -89,8 +89,8 @@ SWITCHING = StepCosts((1.0, 1.6, 1.9, 2.1, 2.3))
     [
         (DRAFT, 4, 1.0, {"policy": "heuristic"}),
         (DRAFT, 4, 0.8, {"policy": "confidence"}),
-        (DRAFT, AutoK(SWITCHING, probe_every=2), 1.0, {}),
-        (PromptLookup(), AutoK(SWITCHING, probe_every=1), 1.0, {"top_p": 0.8}),
+        (DRAFT, AutoK(SWITCHING, probe_every=2, margin=0.0), 1.0, {}),
+        (PromptLookup(), AutoK(SWITCHING, probe_every=1, margin=0.0), 1.0, {"top_p": 0.8}),
     ],
     ids=["heuristic", "confidence-T0.8", "auto-switching", "auto-lookup-topp"],
 )
@@ -105,7 +105,8 @@ def test_the_automatic_policy_really_switches():
     rng = np.random.default_rng(5)
     ks = set()
     for _ in range(200):
-        gen = speculative_generate(TARGET, DRAFT, PROMPT, k=AutoK(SWITCHING, probe_every=2),
+        gen = speculative_generate(TARGET, DRAFT, PROMPT,
+                                   k=AutoK(SWITCHING, probe_every=2, margin=0.0),
                                    max_new_tokens=LENGTH, seed=rng)
         ks |= {len(s.proposed) for s in gen.steps[:-1]}
     assert 0 in ks and len(ks - {0}) >= 2, ks

@@ -336,6 +336,32 @@ def test_time_steps_prices_each_k_by_its_median(monkeypatch):
     assert measured.step_cost == pytest.approx((1.0, 1.5, 2.0, 2.5, 3.0))
 
 
+def test_auto_drafts_only_when_it_expects_to_beat_plain_by_the_margin():
+    costs = StepCosts((1.0, 1.2))  # k = 1 at alpha = 0.3: 1.3 tokens for 1.2 -> rate 1.083
+    assert costs.best_k(0.3) == 1 and costs.best_k(0.3, margin=0.05) == 1
+    assert costs.best_k(0.3, margin=0.1) == 0  # 1.083 is not above 1.1
+    assert costs.best_k(0.15, margin=0.0) == 0  # 1.15 / 1.2 < 1: plain at any margin
+    trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
+    trace.steps = [Step((5,), 0, (6,), "correction")] * 3  # an estimate well below 0.3
+    assert AutoK(costs, margin=0.0).after(1, trace) == 0
+    with pytest.raises(ValueError, match="margin"):
+        AutoK(costs, margin=-0.1)
+
+
+def test_time_steps_never_prices_more_drafts_below_fewer(monkeypatch):
+    from specdec_lite.engine import costs as costs_module
+
+    clock = [0.0]
+    monkeypatch.setattr(costs_module.time, "perf_counter", lambda: clock[0])
+    seconds = {0: 1.0, 1: 1.4, 2: 1.3, 3: 1.6, 4: 1.5}  # k = 2 and 4 timed low by noise
+
+    def run_step(k: int) -> None:
+        clock[0] += seconds[k]
+
+    measured = costs_module.time_steps(run_step, 4, repeats=3)
+    assert measured.step_cost == pytest.approx((1.0, 1.4, 1.4, 1.6, 1.6))
+
+
 # ---------------------------------------------------------------- named policies
 
 
