@@ -10,6 +10,13 @@ tokens of the N sequences over the wall time of their decoding (each batch's pro
 prefilled before its clock starts, as in the single-sequence runs). Sequence i has its own
 seed, from (seed, repeat, i), whatever B it is decoded in.
 
+A third method, ``"auto"``, is what an engine runs when it is left to choose: the draft
+GPT with each sequence's automatic draft length (``policy="auto"``, priced on this
+machine, k = 0 allowed) and speculation switched off for steps with more than
+``spec_max_batch`` active sequences, a size measured once here before the rows
+(:func:`specdec_lite.engine.load.measure_spec_max_batch`, recorded in the settings with
+the gains it rests on). It should never fall much below plain decoding, at any B.
+
 The result is the ``batch`` field of a benchmark's JSON: its ``settings`` and one row
 per (temperature, method, B) with the median tokens/s over repeats and its bootstrap
 95% CI, τ and α over the batch, and for speculative rows the speedup: the median over
@@ -27,10 +34,13 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..engine.batch import BatchEngine
+from ..engine.load import measure_spec_max_batch
 from ..pretrained import Pretrained
 from .stats import bootstrap_ci
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
+METHODS = ("plain", "speculative", "auto")
+DRAFTING = ("speculative", "auto")  # the methods whose rows carry a speedup over plain
 
 
 @dataclass(frozen=True)
@@ -69,17 +79,24 @@ def batch_settings(settings: object) -> BatchSettings:
 
 
 def run_batch(models: Pretrained, method: str, batch: list[np.ndarray], temperature: float,
-              s: BatchSettings, repeat: int, first: int = 0) -> tuple[float, list]:
-    """Decode ``batch`` together with ``method`` (``"plain"`` or ``"speculative"``);
-    return (wall seconds of the decoding, after the prompts are prefilled, and the
-    Generations). The batch holds sequences ``first``, ``first + 1``, ... of the run, and
-    sequence i is seeded by (seed, repeat, i)."""
+              s: BatchSettings, repeat: int, first: int = 0,
+              spec_max_batch: int | None = None) -> tuple[float, list]:
+    """Decode ``batch`` together with ``method`` (one of :data:`METHODS`; ``"auto"`` turns
+    speculation off above ``spec_max_batch`` active sequences); return (wall seconds of
+    the decoding, after the prompts are prefilled, and the Generations). The batch holds
+    sequences ``first``, ``first + 1``, ... of the run, and sequence i is seeded by
+    (seed, repeat, i)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     draft, k = (None, 0) if method == "plain" else (models.draft, s.k)
     engine = BatchEngine(models.target, draft, k=k, temperature=temperature,
-                         rule="greedy" if temperature == 0 else "exact", max_batch=len(batch))
+                         rule="greedy" if temperature == 0 else "exact", max_batch=len(batch),
+                         spec_max_batch=spec_max_batch if method == "auto" else None)
+    policy = "auto" if method == "auto" else None
     for i, prompt in enumerate(batch, start=first):
         seed = np.random.default_rng(np.random.SeedSequence([s.seed, repeat, i]))
-        engine.add(prompt, max_new_tokens=s.new_tokens, seed=seed, request_id=i)
+        engine.add(prompt, max_new_tokens=s.new_tokens, seed=seed, request_id=i,
+                   policy=policy)
     engine.admit()  # the prefill, untimed as in the single-sequence runs
     start = time.perf_counter()
     done = engine.run()
@@ -88,13 +105,13 @@ def run_batch(models: Pretrained, method: str, batch: list[np.ndarray], temperat
 
 def run_in_batches(models: Pretrained, method: str, sequences: list[np.ndarray],
                    b: int, temperature: float, s: BatchSettings,
-                   repeat: int) -> tuple[float, list]:
+                   repeat: int, spec_max_batch: int | None = None) -> tuple[float, list]:
     """Decode ``sequences`` in consecutive batches of ``b`` (the last may be smaller);
     return (the summed wall seconds of the decodings, every Generation in order)."""
     wall, gens = 0.0, []
     for first in range(0, len(sequences), b):
         seconds, done = run_batch(models, method, sequences[first:first + b], temperature,
-                                  s, repeat, first)
+                                  s, repeat, first, spec_max_batch)
         wall += seconds
         gens += done
     return wall, gens
@@ -110,40 +127,51 @@ def measure(models: Pretrained, prompts: list[np.ndarray],
         raise ValueError("prompts must not be empty")
     rng = np.random.default_rng(s.seed)
     sequences = [prompts[i % len(prompts)] for i in range(max(s.sizes))]
+    spec_max_batch, gains = measure_spec_max_batch(models.target, models.draft, prompts[0],
+                                                   k=s.k, max_batch=max(s.sizes))
+    for t in s.temperatures:  # untimed: the automatic policy prices its steps here
+        run_in_batches(models, "auto", sequences[:1], 1, t, s, 0, spec_max_batch)
     cells = []  # (temperature, method, B, repeat, tokens/s, tokens, tau, alpha)
     for repeat in range(s.repeats):
         for b in rng.permutation(s.sizes).tolist():
             for t in s.temperatures:
-                for method in rng.permutation(["plain", "speculative"]).tolist():
-                    wall, gens = run_in_batches(models, method, sequences, b, t, s, repeat)
+                for method in rng.permutation(list(METHODS)).tolist():
+                    wall, gens = run_in_batches(models, method, sequences, b, t, s, repeat,
+                                                spec_max_batch)
                     tokens = sum(len(g.tokens) for g in gens)
                     checked = sum(g.n_checked for g in gens)
                     cells.append((t, method, b, repeat, tokens / wall, tokens,
                                   tokens / sum(g.n_target_calls for g in gens),
                                   sum(g.n_accepted for g in gens) / checked if checked else None))
     return {"settings": {**asdict(s), "sizes": list(s.sizes),
-                         "temperatures": list(s.temperatures)},
+                         "temperatures": list(s.temperatures),
+                         "spec_max_batch": spec_max_batch,
+                         "spec_gains": {str(b): g for b, g in gains.items()}},
             "rows": summarise(cells, s)}
 
 
 def summarise(cells: list[tuple], s: BatchSettings) -> list[dict]:
-    """One row per (temperature, method, B): medians, CIs and the paired speedup."""
+    """One row per (temperature, method, B) measured: medians, CIs and the paired
+    speedup."""
     rows = []
     for t in s.temperatures:
-        for method in ("plain", "speculative"):
+        for method in METHODS:
             for b in s.sizes:
                 mine = sorted((c for c in cells if c[:3] == (t, method, b)), key=lambda c: c[3])
+                if not mine:
+                    continue
                 rate = [c[4] for c in mine]
                 row = {"method": method, "temperature": t, "batch": b,
-                       "k": s.k if method == "speculative" else 0,
+                       "k": s.k if method in DRAFTING else 0,
                        "tokens_per_s": float(np.median(rate)),
                        "tokens_per_s_ci": list(bootstrap_ci(rate, s.seed)),
                        "tokens": int(sum(c[5] for c in mine)),
                        "tau": float(np.mean([c[6] for c in mine])),
-                       "alpha": (float(np.mean([c[7] for c in mine]))
-                                 if method == "speculative" else None),
+                       "alpha": (float(np.mean([c[7] for c in mine if c[7] is not None]))
+                                 if method in DRAFTING
+                                 and any(c[7] is not None for c in mine) else None),
                        "speedup": None, "speedup_ci": None, "n_runs": len(mine)}
-                if method == "speculative":
+                if method in DRAFTING:
                     plain = sorted((c for c in cells if c[:3] == (t, "plain", b)),
                                    key=lambda c: c[3])
                     ratio = [c[4] / p[4] for c, p in zip(mine, plain, strict=True)]
@@ -154,23 +182,34 @@ def summarise(cells: list[tuple], s: BatchSettings) -> list[dict]:
 
 
 def format_batch(section: dict) -> str:
-    """The batch section as a terminal table: tokens/s per B, plain and speculative."""
+    """The batch section as a terminal table: tokens/s per B, plain and speculative, and
+    the automatic method's speedup where the section has it (runs before it lack it)."""
     s = section["settings"]
+    by_key = {(r["temperature"], r["method"], r["batch"]): r for r in section["rows"]}
+    has_auto = any(r["method"] == "auto" for r in section["rows"])
     lines = [f"Throughput against batch size (k={s['k']}, {s['new_tokens']} new tokens per "
              f"sequence, {s['repeats']} repeats; tokens/s over the whole batch)",
              f"{'T':>4} {'B':>3} {'plain tok/s':>12} {'spec tok/s':>11} {'speedup':>8} "
-             f"{'95% CI':>12} {'tau':>5} {'alpha':>6}"]
-    by_key = {(r["temperature"], r["method"], r["batch"]): r for r in section["rows"]}
+             f"{'95% CI':>12} {'tau':>5} {'alpha':>6}"
+             + (f" {'auto':>7} {'95% CI':>12}" if has_auto else "")]
     for t in s["temperatures"]:
         for b in s["sizes"]:
             plain, spec = by_key[(t, "plain", b)], by_key[(t, "speculative", b)]
             lo, hi = spec["speedup_ci"]
-            lines.append(f"{t:>4g} {b:>3} {plain['tokens_per_s']:>12.0f} "
-                         f"{spec['tokens_per_s']:>11.0f} {spec['speedup']:>7.2f}x "
-                         f"{lo:>5.2f}-{hi:<6.2f} {spec['tau']:>5.2f} {spec['alpha']:>6.2f}")
+            line = (f"{t:>4g} {b:>3} {plain['tokens_per_s']:>12.0f} "
+                    f"{spec['tokens_per_s']:>11.0f} {spec['speedup']:>7.2f}x "
+                    f"{lo:>5.2f}-{hi:<6.2f} {spec['tau']:>5.2f} {spec['alpha']:>6.2f}")
+            auto = by_key.get((t, "auto", b))
+            if auto is not None:
+                a_lo, a_hi = auto["speedup_ci"]
+                line += f" {auto['speedup']:>6.2f}x {a_lo:>5.2f}-{a_hi:<6.2f}"
+            lines.append(line)
+    if has_auto:
+        lines.append(f"auto: the draft GPT with policy='auto', speculation off above "
+                     f"spec_max_batch = {s.get('spec_max_batch')} active sequences "
+                     "(measured before the rows)")
     return "\n".join(lines)
 
 
-__all__ = ["BATCH_SIZES", "QUICK_BATCH", "BatchSettings", "batch_settings", "format_batch",
-           "measure",
-           "run_batch", "summarise"]
+__all__ = ["BATCH_SIZES", "DRAFTING", "METHODS", "QUICK_BATCH", "BatchSettings",
+           "batch_settings", "format_batch", "measure", "run_batch", "summarise"]

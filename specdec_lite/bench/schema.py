@@ -67,9 +67,10 @@ OPTIONAL_FIELDS: tuple[tuple[str, str, str], ...] = (
      "(counts; reproduced: inside the reference CI or within 0.05 of its median), costs "
      "({name: [reference, new]})"),
     ("batch", "object", "throughput against batch size (bench.batch): settings ({sizes, "
-     "k, temperatures, new_tokens, repeats, seed}) and rows [{method: plain | "
-     "speculative, temperature, batch, k, tokens_per_s, tokens_per_s_ci, tokens, tau, "
-     "alpha, speedup, speedup_ci, n_runs}]; runs before it lack it"),
+     "k, temperatures, new_tokens, repeats, seed, spec_max_batch, spec_gains}) and rows "
+     "[{method: plain | speculative | auto, temperature, batch, k, tokens_per_s, "
+     "tokens_per_s_ci, tokens, tau, alpha, speedup, speedup_ci, n_runs}]; runs before it "
+     "lack it, and runs before the auto rows lack them and spec_max_batch/spec_gains"),
     ("hf", "object", "only with --hf (bench.hf): HF generate, HF assisted and our engine "
      "over the HF adapter and over numpy on the exported weights: settings, k, rows "
      "[{label, tokens_per_s, tokens_per_s_ci, speedup_vs_hf_greedy, speedup_ci, "

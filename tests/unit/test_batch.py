@@ -351,7 +351,10 @@ def test_bench_batch_section_rows_and_table() -> None:
                              repeats=2)
     section = measure(models, [np.arange(6) % 13, np.arange(9) % 13], settings)
     rows = section["rows"]
-    assert len(rows) == 2 * 2 * 2 and section["settings"]["sizes"] == [1, 3]
+    assert len(rows) == 2 * 3 * 2 and section["settings"]["sizes"] == [1, 3]
+    assert {r["method"] for r in rows} == {"plain", "speculative", "auto"}
+    assert 0 <= section["settings"]["spec_max_batch"] <= 3
+    assert set(section["settings"]["spec_gains"]) == {"1", "2", "3"}  # 1, powers of 2, max
     for row in rows:  # every B decodes the same three sequences (two prompts, reused)
         assert row["tokens"] == 3 * 5 * 2 and row["n_runs"] == 2
         assert row["tokens_per_s"] > 0
@@ -359,10 +362,13 @@ def test_bench_batch_section_rows_and_table() -> None:
         assert lo <= row["tokens_per_s"] <= hi
         if row["method"] == "plain":
             assert row["speedup"] is None and row["tau"] == 1.0 and row["k"] == 0
-        else:
+        elif row["method"] == "speculative":
             assert row["speedup"] > 0 and row["k"] == 2 and 0 <= row["alpha"] <= 1
+        else:  # auto: alpha is None where no step drafted
+            assert row["speedup"] > 0 and row["k"] == 2
+            assert row["alpha"] is None or 0 <= row["alpha"] <= 1
     table = format_batch(section)
-    assert len(table.splitlines()) == 2 + 2 * 2
+    assert len(table.splitlines()) == 2 + 2 * 2 + 1 and "spec_max_batch" in table
     assert "batch" in {name for name, _, _ in OPTIONAL_FIELDS}
     with pytest.raises(ValueError, match="sizes"):
         measure(models, [np.arange(6)], BatchSettings(sizes=(0,)))
@@ -387,6 +393,29 @@ def test_bench_batch_sizes_decode_the_same_sequences(temperature) -> None:
     for b in (2, 3):
         assert [g.tokens.tolist() for g in decoded[b]] == [g.tokens.tolist() for g in decoded[1]]
     assert len({tuple(g.tokens.tolist()) for g in decoded[1]}) > 1
+
+
+def test_bench_batch_auto_method_is_greedy_identical_and_switches_off_under_load() -> None:
+    """The automatic method at T = 0 emits plain greedy decoding's tokens at every B; with
+    spec_max_batch = 1 a batch of three drafts only once two sequences have left."""
+    from types import SimpleNamespace
+
+    from specdec_lite.bench.batch import BatchSettings, run_in_batches
+
+    config = TransformerConfig(vocab_size=13, n_layer=1, n_head=2, d_model=16, max_len=32)
+    models = SimpleNamespace(target=TransformerModel(config, random_params(config, 1)),
+                             draft=TransformerModel(config, random_params(config, 2)))
+    settings = BatchSettings(sizes=(1, 3), k=2, new_tokens=6)
+    sequences = [np.arange(6) % 13, np.arange(9) % 13, np.arange(3, 10) % 13]
+    plain = run_in_batches(models, "plain", sequences, 3, 0.0, settings, repeat=0)[1]
+    for b in (1, 3):
+        auto = run_in_batches(models, "auto", sequences, b, 0.0, settings, repeat=0,
+                              spec_max_batch=1)[1]
+        assert [g.tokens.tolist() for g in auto] == [g.tokens.tolist() for g in plain]
+        if b == 3:  # all three active for every step: no step drafts
+            assert all(not step.proposed for g in auto for step in g.steps)
+    with pytest.raises(ValueError, match="method"):
+        run_in_batches(models, "medusa", sequences, 1, 0.0, settings, repeat=0)
 
 
 # ---------------------------------------------------------------- speculation off under load
