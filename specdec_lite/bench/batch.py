@@ -28,13 +28,11 @@ is whether the speedup shrinks as B grows.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from ..engine.batch import BatchEngine
-from ..engine.load import measure_spec_max_batch
+from ..engine.load import decode_together, measure_spec_max_batch
 from ..pretrained import Pretrained
 from .stats import bootstrap_ci
 
@@ -88,19 +86,15 @@ def run_batch(models: Pretrained, method: str, batch: list[np.ndarray], temperat
     (seed, repeat, i)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    draft, k = (None, 0) if method == "plain" else (models.draft, s.k)
-    engine = BatchEngine(models.target, draft, k=k, temperature=temperature,
-                         rule="greedy" if temperature == 0 else "exact", max_batch=len(batch),
-                         spec_max_batch=spec_max_batch if method == "auto" else None)
-    policy = "auto" if method == "auto" else None
-    for i, prompt in enumerate(batch, start=first):
-        seed = np.random.default_rng(np.random.SeedSequence([s.seed, repeat, i]))
-        engine.add(prompt, max_new_tokens=s.new_tokens, seed=seed, request_id=i,
-                   policy=policy)
-    engine.admit()  # the prefill, untimed as in the single-sequence runs
-    start = time.perf_counter()
-    done = engine.run()
-    return time.perf_counter() - start, [done[i] for i in range(first, first + len(batch))]
+    auto = method == "auto"
+    seeds = [np.random.default_rng(np.random.SeedSequence([s.seed, repeat, i]))
+             for i in range(first, first + len(batch))]
+    # the prefill is untimed, as in the single-sequence runs
+    return decode_together(models.target, None if method == "plain" else models.draft,
+                           list(batch), k=s.k, new_tokens=s.new_tokens,
+                           temperature=temperature, seeds=seeds,
+                           spec_max_batch=spec_max_batch if auto else None,
+                           policy="auto" if auto else None)
 
 
 def run_in_batches(models: Pretrained, method: str, sequences: list[np.ndarray],

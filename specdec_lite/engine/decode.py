@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import check_eos, check_int, check_prompt, check_window
+from ..checks import check_eos, check_int, check_prompt, check_window, model_window
 from ..drafting.draft_length import FixedK, StepCosts, as_draft_length, named_policy
 from ..drafting.proposers import Draft, ModelDraft, as_proposer, for_run, one_hot_rows
 from ..drafting.proposers import draft_block as draft_block  # re-exported: the model draft's loop
@@ -367,6 +367,7 @@ def _plain_step(target: object, seq: np.ndarray, sampling: Sampling, rule: str,
 
 
 _MEASURED: dict[tuple, tuple] = {}  # (target, draft, greedy, k_max) ids -> (refs, costs)
+TIMED_STEPS = 4  # steps in a row per timing of a k: a run's steps follow one another
 
 
 def measured_costs(target: object, proposer: object, prompt: np.ndarray, sampling: Sampling,
@@ -374,7 +375,12 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     """Step costs for k = 0..``k_max`` of this target and proposer, timed on ``prompt``
     (:func:`specdec_lite.engine.costs.time_steps`) the first time a pair is asked for, then
     remembered for as long as both models live. The timed steps draw from their own
-    Generator and record into a scratch trace, so the caller's run is untouched."""
+    Generator and record into a scratch trace, so the caller's run is untouched.
+
+    Each timing is :data:`TIMED_STEPS` steps in a row with the same k, each after the
+    tokens the one before emitted, as in a run: a step alone, repeated from one state,
+    times cheaper than the same step inside a run (its proposer's and caches' work after
+    an accepted or rejected draft is not in it)."""
     # a model draft is timed per model; another proposer per class (its cost is its code's)
     model = target.model if isinstance(target, BoundModel) else target
     drafter = getattr(proposer, "model", None)
@@ -385,6 +391,11 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     if known is not None and known[0]() is model and known[1]() is drafter:
         return known[2]
     scratch = np.random.default_rng(0)
+    windows = [w for w in (model_window(model, "target"), model_window(drafter, "draft"))
+               if w is not None]
+    if windows:  # room for the timed steps after the prompt, within every window
+        keep = max(2, min(windows) - TIMED_STEPS * (k_max + 1) - 1)
+        prompt = prompt[-keep:]
     tail = np.resize(prompt[::-1], k_max)  # [k_max] stand-in drafts where none are proposed
     timed_target = fresh(model)  # the timing runs on caches of its own
     timed = for_run(proposer, timed_target)
@@ -395,7 +406,11 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
 
     def run_step(k: int) -> None:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
-        step(timed_target, asked, prompt, k, sampling, rule, params, scratch, None, gen)
+        seq = prompt
+        for _ in range(TIMED_STEPS):
+            emitted, _ = step(timed_target, asked, seq, k, sampling, rule, params, scratch,
+                              None, gen)
+            seq = np.concatenate([seq, emitted])
 
     def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
         for reader, name in ((timed_target, "target"), (getattr(timed, "model", None), "draft")):

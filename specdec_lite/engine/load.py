@@ -53,15 +53,29 @@ def batch_gains(target: object, draft: object, prompt: np.ndarray, *, k: int,
 
 def _tokens_per_s(target: object, draft: object | None, k: int, prompt: np.ndarray, b: int,
                   new_tokens: int, temperature: float) -> float:
+    seconds, gens = decode_together(target, draft, [prompt] * b, k=k, new_tokens=new_tokens,
+                                    temperature=temperature, seeds=list(range(b)))
+    return sum(len(gen.tokens) for gen in gens) / seconds
+
+
+def decode_together(target: object, draft: object | None, prompts: list[np.ndarray], *,
+                    k: int, new_tokens: int, temperature: float, seeds: list[object],
+                    spec_max_batch: int | None = None,
+                    policy: str | None = None) -> tuple[float, list]:
+    """Decode ``prompts`` as one batch (a :class:`BatchEngine` of that many slots, plain
+    without ``draft``), sequence i seeded by ``seeds[i]``, ``new_tokens`` each, greedily
+    at ``temperature`` 0 and by the exact rule otherwise. Returns the wall seconds of the
+    decoding, after the prompts are prefilled, and the Generations in prompt order."""
     engine = BatchEngine(target, draft, k=k if draft is not None else 0,
                          temperature=temperature,
-                         rule="greedy" if temperature == 0 else "exact", max_batch=b)
-    for i in range(b):
-        engine.add(prompt, max_new_tokens=new_tokens, seed=i, request_id=i)
+                         rule="greedy" if temperature == 0 else "exact",
+                         max_batch=len(prompts), spec_max_batch=spec_max_batch)
+    for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
+        engine.add(prompt, max_new_tokens=new_tokens, seed=seed, request_id=i, policy=policy)
     engine.admit()  # the prefill, untimed
     start = time.perf_counter()
     done = engine.run()
-    return sum(len(gen.tokens) for gen in done.values()) / (time.perf_counter() - start)
+    return time.perf_counter() - start, [done[i] for i in range(len(prompts))]
 
 
 def choose_spec_max_batch(gains: dict[int, float]) -> int:
@@ -89,4 +103,5 @@ def measure_spec_max_batch(target: object, draft: object, prompt: np.ndarray, *,
     return choose_spec_max_batch(gains), gains
 
 
-__all__ = ["batch_gains", "choose_spec_max_batch", "measure_spec_max_batch"]
+__all__ = ["batch_gains", "choose_spec_max_batch", "decode_together",
+           "measure_spec_max_batch"]

@@ -428,6 +428,35 @@ def test_best_rate_k_agrees_with_the_theory_module():
         assert best_rate_k(alpha, measured) == int(np.argmax(rates))
 
 
+def test_auto_costs_times_steps_in_a_row_as_a_run_takes_them(shipped):
+    """Each timing of a k is TIMED_STEPS steps, each after the tokens the step before
+    emitted; a prompt near the window is cut so that they fit."""
+    from specdec_lite.engine import decode
+
+    contexts: list[int] = []
+
+    class CountingLookup(PromptLookup):  # a class of its own: timed afresh
+        def propose(self, context, k, sampling, rng):
+            contexts.append(len(context))
+            return super().propose(context, k, sampling, rng)
+
+    prompt = shipped.tokenizer.encode(PROMPTS[2])
+    decode.auto_costs(shipped.target, CountingLookup(), prompt, k=2, temperature=0)
+    runs = [contexts[i : i + decode.TIMED_STEPS]
+            for i in range(0, len(contexts), decode.TIMED_STEPS)]
+    assert len(runs) == 2 * 16  # k = 1 and 2, one warm-up round and 15 timed
+    for run in runs:
+        assert run[0] == len(prompt) and all(b > a for a, b in zip(run, run[1:], strict=False))
+
+    class Another(PromptLookup):
+        pass
+
+    window = shipped.target.config.max_len
+    long_prompt = np.resize(prompt, window - 2)
+    costs = decode.auto_costs(shipped.target, Another(), long_prompt, k=4, temperature=0)
+    assert costs.k_max == 4
+
+
 def test_auto_costs_measures_once_per_drafter_class_and_feeds_auto_k(shipped):
     from specdec_lite.engine.decode import auto_costs
 
