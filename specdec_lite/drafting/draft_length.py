@@ -186,9 +186,15 @@ class AutoK:
     a choice: where no k is expected to beat plain decoding, steps draft nothing. α is
     estimated from the steps that drafted, each older step weighing ``decay`` times less
     than the next (so a stretch the draft predicts well is noticed), starting from
-    ``prior`` pseudo-tokens at ``alpha0`` (only the last ``window`` steps are read: the
-    weight of older ones is below decay^window). After ``probe_every`` plain steps in a
-    row one step drafts a single token, so that the estimate can recover.
+    ``prior`` pseudo-tokens at ``alpha0`` (only the last ``window`` steps that drafted
+    are read, among the last 8 × ``window`` steps: the weight of older ones is below
+    decay^window). After ``probe_every`` plain steps in a
+    row one step drafts a single token, so that the estimate can recover. Each probe whose
+    token was rejected doubles the wait before the next (up to 2^``max_backoff`` times
+    ``probe_every``); a probe that was accepted, or any other drafting, starts it again at
+    ``probe_every``. A probe is not free: it is a step that verifies a token the estimate
+    says will likely be rejected, and a drafter that keeps state (the EAGLE drafter's
+    cache) must first catch up with every token decoded plainly since it last ran.
 
     A k > 0 is chosen only when it is expected to beat plain decoding by more than
     ``margin``: near break-even, a noisy α (a few recent tokens) and step prices timed
@@ -203,6 +209,7 @@ class AutoK:
     probe_every: int = 16
     window: int = 32
     margin: float = 0.05
+    max_backoff: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.costs, StepCosts):
@@ -215,32 +222,59 @@ class AutoK:
         check_int(self.probe_every, "probe_every", 1)
         check_int(self.window, "window", 1)
         check_real(self.margin, "margin", minimum=0.0)
+        check_int(self.max_backoff, "max_backoff", 0)
 
     @property
     def start(self) -> int:
         return self.costs.best_k(self.alpha0, self.margin)
 
     def alpha(self, gen: Generation) -> float:
-        """The decayed estimate of α after ``gen``'s last ``window`` steps (the policy runs
-        after every step, so this loop is kept to a few attribute reads per step)."""
-        decay = self.decay
-        accepted, checked = self.prior * self.alpha0, self.prior
-        for step in gen.steps[-self.window:]:
+        """The decayed estimate of α after ``gen``'s steps: its last ``window`` steps that
+        drafted, newest first, each weighing ``decay`` times the one after it, then the
+        prior (the policy runs after every step, so this loop is kept to a few attribute
+        reads per step)."""
+        decay, weight, seen = self.decay, 1.0, 0
+        accepted = checked = 0.0
+        for step in reversed(gen.steps[-8 * self.window:]):
             proposed = step.proposed
             if proposed:
                 n = step.n_accepted
-                accepted = decay * accepted + n
-                checked = decay * checked + (n + 1 if n < len(proposed) else n)  # n_checked
-        return accepted / checked
+                accepted += weight * n
+                checked += weight * (n + 1 if n < len(proposed) else n)  # n_checked
+                weight *= decay
+                seen += 1
+                if seen == self.window:
+                    break
+        return (accepted + weight * self.prior * self.alpha0) / (checked + weight * self.prior)
 
     def after(self, k: int, gen: Generation) -> int:
         best = self.costs.best_k(min(self.alpha(gen), 0.999), self.margin)
-        if best == 0 and len(gen.steps) >= self.probe_every:
-            for step in gen.steps[-self.probe_every:]:
-                if step.proposed:
-                    return 0
-            return 1  # a probe, after probe_every plain steps
+        if best == 0 and self.probe_due(gen.steps):
+            return 1  # a probe
         return best
+
+    def probe_due(self, steps: list) -> bool:
+        """Whether the plain steps at the end of ``steps`` are enough to probe: at least
+        ``probe_every`` times 2^j, j the number of rejected probes in a row before them
+        (a one-token step with nothing accepted, after ``probe_every`` plain steps or
+        more), at most ``max_backoff``. Reads back only as far as those probes go."""
+        i, gap = len(steps) - 1, 0
+        while i >= 0 and not steps[i].proposed:  # the plain steps since the last drafting
+            gap, i = gap + 1, i - 1
+        if gap < self.probe_every:
+            return False
+        failed = 0
+        while i >= 0 and failed < self.max_backoff:
+            step = steps[i]
+            if len(step.proposed) != 1 or step.n_accepted:
+                break  # not a rejected probe
+            i, before = i - 1, 0
+            while i >= 0 and not steps[i].proposed:
+                before, i = before + 1, i - 1
+            if before < self.probe_every:
+                break  # it followed other drafting: no probe
+            failed += 1
+        return gap >= self.probe_every << failed
 
 
 POLICIES = ("fixed", "heuristic", "confidence", "auto")

@@ -348,6 +348,39 @@ def test_auto_drafts_only_when_it_expects_to_beat_plain_by_the_margin():
         AutoK(costs, margin=-0.1)
 
 
+def test_auto_waits_twice_as_long_after_each_rejected_probe():
+    plain, rejected = Step((), 0, (1,), "bonus"), Step((5,), 0, (6,), "correction")
+    accepted = Step((5,), 1, (5, 6), "bonus")
+    policy = AutoK(StepCosts((1.0, 3.0)), probe_every=4, max_backoff=2)  # k = 1 never pays
+    assert not policy.probe_due([plain] * 3) and policy.probe_due([plain] * 4)
+    once = [plain] * 4 + [rejected]
+    assert not policy.probe_due(once + [plain] * 7) and policy.probe_due(once + [plain] * 8)
+    twice = once + [plain] * 8 + [rejected]
+    assert not policy.probe_due(twice + [plain] * 15) and policy.probe_due(twice + [plain] * 16)
+    thrice = twice + [plain] * 16 + [rejected]  # max_backoff = 2: the wait stays at 4 * 2^2
+    assert policy.probe_due(thrice + [plain] * 16)
+    reset = twice + [plain] * 16 + [accepted]  # an accepted probe starts again at 4
+    assert policy.probe_due(reset + [plain] * 4)
+    after_drafting = [Step((5, 6), 0, (7,), "correction"), rejected]  # not a probe
+    assert policy.probe_due(after_drafting + [plain] * 4)
+    trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
+    trace.steps = once + [plain] * 8
+    assert policy.after(0, trace) == 1
+
+
+def test_auto_estimates_alpha_from_its_last_drafting_steps_however_far_back():
+    """Plain steps in between do not wash the estimate back to the prior."""
+    plain, rejected = Step((), 0, (1,), "bonus"), Step((5, 6), 0, (7,), "correction")
+    policy = AutoK(StepCosts((1.0, 1.1)), window=4, alpha0=0.6)
+    trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
+    trace.steps = [rejected] * 4
+    low = policy.alpha(trace)
+    trace.steps = [rejected] * 4 + [plain] * 20
+    assert policy.alpha(trace) == pytest.approx(low) and low < 0.2  # the prior still weighs
+    trace.steps = [rejected] * 4 + [plain] * 40  # past 8 x window: only the prior is left
+    assert policy.alpha(trace) == pytest.approx(0.6)
+
+
 def test_time_steps_never_prices_more_drafts_below_fewer(monkeypatch):
     from specdec_lite.engine import costs as costs_module
 
