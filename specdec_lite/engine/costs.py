@@ -28,15 +28,16 @@ from ..drafting.draft_length import StepCosts
 def time_steps(run_step: Callable[[int], object], k_max: int, *,
                reset: Callable[[], object] | None = None, repeats: int = 15,
                seed: int = 0) -> StepCosts:
-    """``run_step(k)`` runs one step that drafts and checks k tokens, always from the same
-    starting point, which ``reset()`` (untimed, before each step) restores: models with a
-    cache must forget the step's last context token, as in a run, where every step reads
-    the tokens the previous one emitted. Each k in 0..``k_max`` is timed ``repeats``
-    times, in rounds whose order is shuffled by ``seed`` (so a slow moment of the machine
-    hits every k alike), after one untimed warm-up round. The median time of each k over
-    that of k = 0, made non-decreasing in k: a step with more drafts does all the work of
-    one with fewer and more, so a k timed cheaper than a smaller one is timing noise (it
-    would make the policy prefer it for no reason), and takes the smaller k's price."""
+    """``run_step(k)`` runs a step that drafts and checks k tokens (or a few such steps in
+    a row), always from the same starting point, which ``reset()`` (untimed, before each
+    call) restores: models with a cache must forget the step's last context token, as in
+    a run, where every step reads the tokens the previous one emitted. Each k in
+    0..``k_max`` is timed ``repeats`` times, in rounds whose order is shuffled by
+    ``seed`` (so a slow moment of the machine hits every k alike), after one untimed
+    warm-up round. The median time of each k over that of k = 0, made non-decreasing in
+    k: a step with more drafts does all the work of one with fewer and more, so a k timed
+    cheaper than a smaller one is timing noise (it would make the policy prefer it for no
+    reason), and takes the smaller k's price."""
     k_max = check_int(k_max, "k_max", 1)
     repeats = check_int(repeats, "repeats", 1)
     rng = np.random.default_rng(seed)
