@@ -151,31 +151,28 @@ class StepCosts:
         """The k in 0..k_max with the most expected tokens per unit of time at ``alpha``:
         E(α, k) / step_cost[k], where k = 0 (plain decoding) scores 1; 0 unless the best
         k > 0 scores above 1 + ``margin``."""
-        k = best_rate_k(alpha, self.step_cost)
-        if k and expected_rate(alpha, k, self.step_cost[k]) <= 1.0 + margin:
-            return 0
-        return k
-
-
-def expected_rate(alpha: float, k: int, step_cost: float) -> float:
-    """E(α, k) / ``step_cost``: the expected tokens per unit of time of a step with k
-    drafts that costs ``step_cost``."""
-    tokens = (1.0 - alpha ** (k + 1)) / (1.0 - alpha) if alpha < 1.0 else k + 1.0
-    return tokens / step_cost
+        k, rate = best_rate(alpha, self.step_cost)
+        return k if k == 0 or rate > 1.0 + margin else 0
 
 
 def best_rate_k(alpha: float, step_cost: tuple[float, ...], k_min: int = 0) -> int:
     """argmax over k = k_min..len(step_cost) - 1 of E(α, k) / step_cost[k], the first on a
     tie. Plain Python floats: a policy runs this once per step, for a dozen k at most."""
-    best, best_rate = k_min, -1.0
+    return best_rate(alpha, step_cost, k_min)[0]
+
+
+def best_rate(alpha: float, step_cost: tuple[float, ...],
+              k_min: int = 0) -> tuple[int, float]:
+    """:func:`best_rate_k` and the rate E(α, k) / step_cost[k] it reached."""
+    best, top = k_min, -1.0
     power = alpha ** k_min  # α^k, updated as k grows
     for k in range(k_min, len(step_cost)):
         power *= alpha  # α^(k + 1)
         tokens = (1.0 - power) / (1.0 - alpha) if alpha < 1.0 else k + 1.0  # E(α, k)
         rate = tokens / step_cost[k]
-        if rate > best_rate:
-            best, best_rate = k, rate
-    return best
+        if rate > top:
+            best, top = k, rate
+    return best, top
 
 
 @dataclass(frozen=True)
@@ -355,6 +352,6 @@ def policy_from_record(record: object) -> object:
 
 
 __all__ = ["CONFIDENCE", "HEURISTIC_K_MAX", "POLICIES", "AdaptiveK", "AutoK", "FixedK",
-           "StepCosts", "TheoryK", "as_draft_length", "best_rate_k", "expected_rate",
-           "named_policy",
+           "StepCosts", "TheoryK", "as_draft_length", "best_rate",
+           "best_rate_k", "named_policy",
            "policy_from_record", "policy_record", "replay_k"]
