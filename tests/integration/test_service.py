@@ -459,12 +459,29 @@ def test_full_queue_is_429_with_retry_after(tmp_path):
         assert_healthy(srv.url)
 
 
-def test_deadline_is_504_with_the_tokens_so_far(tmp_path, models):
-    with start_server(deadline_s=0.1, log_path=tmp_path / "log") as srv:
-        body = dict(prompt="x = ", max_tokens=200, method="plain", temperature=0.0, seed=0)
-        full = models.tokenizer.decode(reference(models, body).tokens)
+def test_deadline_is_504_with_the_tokens_so_far(models):
+    """Each verification sleeps 30 ms (an injected slow step), so a request of 200 tokens
+    cannot finish inside a 0.1 s deadline however fast the machine is: every reply is 504
+    with the tokens made before the deadline, which are the start of the full output."""
+    from fastapi.testclient import TestClient
+
+    from specdec_lite.service.app import ServiceConfig, create_app
+    from specdec_lite.service.engines import EngineFactory
+    from specdec_lite.service.runtime import Runtime
+
+    def slow_step(step: int) -> None:
+        time.sleep(0.03)
+
+    factory = EngineFactory(models.tokenizer, models.target, models.draft, models.ngram_draft,
+                            models.heads, inject_fault=slow_step)
+    runtime = Runtime(data_dir=None, max_batch=4, max_queue=8, deadline_s=0.1,
+                      factory=factory)
+    body = dict(prompt="x = ", max_tokens=200, method="draft", k=4, temperature=0.0, seed=0)
+    full = models.tokenizer.decode(reference(models, body).tokens)
+    with TestClient(create_app(ServiceConfig(deadline_s=0.1), runtime)) as client:
         with ThreadPoolExecutor(4) as pool:
-            replies = list(pool.map(lambda s: post(srv.url, {**body, "seed": s}), range(4)))
+            replies = list(pool.map(lambda s: client.post(
+                "/v1/completions", json={**body, "seed": s}), range(4)))
         for reply in replies:
             assert reply.status_code == 504, reply.text
             data = reply.json()
@@ -473,13 +490,14 @@ def test_deadline_is_504_with_the_tokens_so_far(tmp_path, models):
             text = data["choices"][0]["text"]
             assert len(text) == data["usage"]["completion_tokens"] < 200
             assert full.startswith(text)  # what it had was right, only cut short
-        events = sse_events(post(srv.url, {**body, "stream": True}).text)
+        events = sse_events(client.post("/v1/completions",
+                                        json={**body, "stream": True}).text)
         assert events[-1] == "[DONE]"
         last = json.loads(events[-2])
-        assert last["error"].startswith("deadline")
-        samples = scrape(srv.url)
+        assert last["error"].startswith("deadline"), last
+        samples = parse_metrics(client.get("/metrics").text)
         assert metric(samples, "specdec_requests_total", outcome="deadline") == 5
-        assert_healthy(srv.url)
+        assert client.get("/health").json()["status"] == "ok"
 
 
 # ------------------------------------------------------------------ fault drill

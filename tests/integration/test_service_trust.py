@@ -240,18 +240,36 @@ def test_delete_cancels_a_live_request(tmp_path):
 
 
 def test_a_failed_request_runs_again_when_retried(tmp_path, models):
-    body = dict(prompt="class Foo(object):\n    ", max_tokens=150, method="plain",
+    """A request that failed past its deadline (every verification here sleeps 30 ms, so
+    150 tokens cannot fit in 0.1 s on any machine) runs again, whole, when retried with
+    its id on a server over the same data directory."""
+    from fastapi.testclient import TestClient
+
+    from specdec_lite.service.app import ServiceConfig, create_app
+    from specdec_lite.service.engines import EngineFactory
+    from specdec_lite.service.runtime import Runtime
+    from specdec_lite.service.server import check_data_dir
+
+    def slow_step(step: int) -> None:
+        time.sleep(0.03)
+
+    data_dir = check_data_dir(str(tmp_path / "data"))  # as `serve` makes it
+    body = dict(prompt="class Foo(object):\n    ", max_tokens=150, method="draft", k=4,
                 temperature=1.0, seed=9, request_id="retry-1")
-    url_of = "{}/v1/completions".format
-    with start_server(data_dir=tmp_path / "data", deadline_s=0.1,
-                      log_path=tmp_path / "log") as short:
-        first = httpx.post(url_of(short.url), json=body, timeout=TIMEOUT)
+    factory = EngineFactory(models.tokenizer, models.target, models.draft, models.ngram_draft,
+                            models.heads, inject_fault=slow_step)
+    short = Runtime(data_dir=data_dir, max_batch=4, max_queue=8, deadline_s=0.1,
+                    factory=factory)
+    config = ServiceConfig(data_dir=data_dir, deadline_s=0.1)
+    with TestClient(create_app(config, short)) as client:
+        first = client.post("/v1/completions", json=body)
         assert first.status_code == 504, first.text
-    with start_server(data_dir=tmp_path / "data", log_path=tmp_path / "log2") as patient:
-        again = httpx.post(url_of(patient.url), json=body, timeout=TIMEOUT)
+    with start_server(data_dir=data_dir, log_path=tmp_path / "log") as patient:
+        url = patient.url + "/v1/completions"
+        again = httpx.post(url, json=body, timeout=TIMEOUT)
         assert again.status_code == 200, again.text
         assert again.json()["choices"][0]["text"] == reference_text(models, body)
-        stored = httpx.get(f"{url_of(patient.url)}/retry-1", timeout=10)
+        stored = httpx.get(f"{url}/retry-1", timeout=10)
         assert stored.status_code == 200 and stored.json()["choices"] == again.json()["choices"]
 
 
