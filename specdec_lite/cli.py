@@ -153,9 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: the shipped manifest's best depth)")
     gen.add_argument("--policy", choices=POLICIES, default="fixed",
                      help="draft length: k every step (fixed, default), adapted after each "
-                     "step (heuristic), cut short when the draft is unsure (confidence), or "
-                     "chosen from step costs timed on this machine, plain decoding where "
-                     "drafting cannot pay (auto)")
+                     "step (heuristic), cut short when the draft is unsure (confidence) or "
+                     "when a rejection grows likely (specdec++), or chosen from step costs "
+                     "timed on this machine, plain decoding where drafting cannot pay (auto)")
     gen.add_argument("--k", type=_integer, default=4,
                      help="draft tokens per step (the most, for heuristic and auto; "
                      "Medusa's chain depth at T > 0) (default 4)")

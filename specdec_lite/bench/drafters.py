@@ -11,7 +11,8 @@ plain greedy decoding's (it must be 1).
 
 The methods (:data:`METHODS`): the distilled GPT draft at k = 3 (the main benchmark's
 best fixed k), with Hugging Face's adaptive k, with the k Theorem 3.8 picks from the
-running α and the measured c, with a confidence stop, and with the automatic policy
+running α and the measured c, with a confidence stop, with the SpecDec++-style stop
+(:mod:`specdec_lite.drafting.stop_head`, up to 8 tokens), and with the automatic policy
 (step costs timed on this machine, k = 0 allowed); the EAGLE drafter and the early-exit
 draft, each at k = 3 and with the automatic policy; prompt lookup at k = 4 and 8, adaptive
 and automatic; and at T = 0 the hindsight oracle (:mod:`specdec_lite.bench.oracle`) for
@@ -86,6 +87,7 @@ METHODS = (
     Method("GPT draft, adaptive k", "gpt", "heuristic", 4),
     Method("GPT draft, k from theory", "gpt", "theory", 10),
     Method("GPT draft, k = 6, confidence stop", "gpt", "confidence", 6),
+    Method("GPT draft, k = 8, specdec++ stop", "gpt", "specdec++", 8),
     Method("GPT draft, auto k", "gpt", "auto", 8),
     Method("GPT draft, oracle k", "gpt", "oracle", 8),
     Method("EAGLE drafter, k = 3", "eagle", "fixed", 3),
@@ -288,7 +290,8 @@ def cis_overlap(a: dict, b: dict) -> bool:
 def short_label(method: str) -> str:
     """A method's label shortened for a narrow table: ``"GPT, k = 3"``, ``"lookup, auto k"``."""
     return (method.replace("GPT draft", "GPT").replace("prompt lookup", "lookup")
-            .replace("EAGLE drafter", "EAGLE").replace("k = 6, confidence stop", "confidence"))
+            .replace("EAGLE drafter", "EAGLE").replace("k = 6, confidence stop", "confidence")
+            .replace("k = 8, specdec++ stop", "specdec++"))
 
 
 def methods_in(results: dict[str, dict]) -> list[str]:

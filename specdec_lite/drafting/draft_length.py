@@ -32,6 +32,7 @@ import numpy as np
 from ..checks import check_int, check_real
 from ..rules.theory import optimal_k
 from .proposers import ModelDraft
+from .stop_head import MAX_RISK, RiskStop, shipped_head
 
 if TYPE_CHECKING:
     from ..engine.decode import Generation
@@ -274,7 +275,7 @@ class AutoK:
         return gap >= self.probe_every << failed
 
 
-POLICIES = ("fixed", "heuristic", "confidence", "auto")
+POLICIES = ("fixed", "heuristic", "confidence", "specdec++", "auto")
 CONFIDENCE = 0.4  # Hugging Face's default assistant_confidence_threshold
 HEURISTIC_K_MAX = 10  # "heuristic" grows k up to max(k, this), as Hugging Face's schedule
 
@@ -288,6 +289,9 @@ def named_policy(policy: str | None, k: object, proposer: object,
       max(k, :data:`HEURISTIC_K_MAX`);
     * ``"confidence"``: up to ``k`` tokens, drafting stops after a token the draft model
       gave less than :data:`CONFIDENCE` (a model draft only);
+    * ``"specdec++"``: up to ``k`` tokens, drafting stops once the shipped acceptance head
+      predicts a rejection among the step's tokens with a chance above
+      :data:`~specdec_lite.drafting.stop_head.MAX_RISK` (a model draft only);
     * ``"auto"``: :class:`AutoK` over k = 0..``k``, priced by ``measure(k)``.
     """
     if policy is None or policy == "fixed":
@@ -298,11 +302,14 @@ def named_policy(policy: str | None, k: object, proposer: object,
     if policy == "heuristic":
         return (AdaptiveK(start=min(k, HEURISTIC_K_MAX), k_max=max(k, HEURISTIC_K_MAX)),
                 proposer)
-    if policy == "confidence":
+    if policy in ("confidence", "specdec++"):
         if not isinstance(proposer, ModelDraft):
-            raise ValueError("policy 'confidence' needs a draft model (it reads the draft's "
+            raise ValueError(f"policy {policy!r} needs a draft model (it reads the draft's "
                              f"probabilities), got {type(proposer).__name__}")
-        return FixedK(k), ModelDraft(proposer.model, min_confidence=CONFIDENCE)
+        if policy == "confidence":
+            return FixedK(k), ModelDraft(proposer.model, min_confidence=CONFIDENCE)
+        return FixedK(k), ModelDraft(proposer.model,
+                                     risk_stop=RiskStop(shipped_head(), MAX_RISK))
     return AutoK(measure(k)), proposer
 
 

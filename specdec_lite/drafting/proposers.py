@@ -8,7 +8,9 @@ what the exact rule emits (p = target, q = draft, as in Leviathan et al. 2023).
 
 * :class:`ModelDraft`: a small language model, x_i ~ q_i(· | prefix, x_<i), one call per
   token. With ``min_confidence`` it stops drafting early when it is unsure of its own
-  token (the confidence threshold Hugging Face's assisted generation uses by default).
+  token (the confidence threshold Hugging Face's assisted generation uses by default);
+  with ``risk_stop`` when the predicted chance that one of its tokens is rejected grows
+  too high (a SpecDec++-style stop, :mod:`specdec_lite.drafting.stop_head`).
 * :class:`PromptLookup`: no model at all. It finds the last few tokens earlier in the
   context and proposes what followed them there (prompt lookup decoding, Saxena 2023;
   the n-gram proposer of vLLM and Hugging Face). Its drafts are chosen without chance,
@@ -32,6 +34,7 @@ from ..checks import check_int, check_real
 from ..models.bound import fresh
 from ..models.ngram import check_model, model_rows
 from ..rules.distributions import Sampling, sample, truncate
+from .stop_head import RiskStop
 
 
 @dataclass(frozen=True)
@@ -90,19 +93,30 @@ class ModelDraft:
     be (temperature, top-k, top-p; the argmax at temperature 0). With ``min_confidence``
     set, drafting stops after the first token whose probability in the row it was drawn
     from (the model's row at temperature 1 when decoding greedily) is below it, so an
-    unsure draft wastes less of the target's step. At temperature 0, without
-    ``min_confidence``, a model with a ``greedy_block(tokens, k)`` method (the GPT) is
-    asked for its k greedy tokens in one call: the same tokens, without a row each.
+    unsure draft wastes less of the target's step. With ``risk_stop`` (a
+    :class:`~specdec_lite.drafting.stop_head.RiskStop`) set, drafting stops after the
+    token at which the predicted chance that one of the step's tokens is rejected passes
+    its ``max_risk`` (the head reads the same row). At temperature 0, with neither stop, a
+    model with a ``greedy_block(tokens, k)`` method (the GPT) is asked for its k greedy
+    tokens in one call: the same tokens, without a row each.
     """
 
-    def __init__(self, model: object, *, min_confidence: float | None = None) -> None:
+    def __init__(self, model: object, *, min_confidence: float | None = None,
+                 risk_stop: RiskStop | None = None) -> None:
         self.vocab_size = check_model(model, "draft")
         self.model = model
         if min_confidence is not None:
             min_confidence = check_real(min_confidence, "min_confidence", positive=True)
             if min_confidence > 1:
                 raise ValueError(f"min_confidence must be <= 1, got {min_confidence}")
-        self.min_confidence = min_confidence
+        if risk_stop is not None and not isinstance(risk_stop, RiskStop):
+            raise TypeError(f"risk_stop must be a RiskStop, got {type(risk_stop).__name__}")
+        self.min_confidence, self.risk_stop = min_confidence, risk_stop
+
+    @property
+    def stops_early(self) -> bool:
+        """Whether a stop (confidence or risk) may end a step's drafting early."""
+        return self.min_confidence is not None or self.risk_stop is not None
 
     def for_sequence(self, target: object) -> ModelDraft:
         """This draft for one run: its model on a cache of its own (a GPT; see
@@ -116,7 +130,7 @@ class ModelDraft:
 
     def propose(self, context: np.ndarray, k: int, sampling: Sampling,
                 rng: np.random.Generator) -> Draft:
-        if self.min_confidence is None:
+        if not self.stops_early:
             ctx, q = draft_block(self.model, context, k, sampling.temperature,
                                  sampling.top_k, sampling.top_p, rng)
             return Draft(ctx[len(context):], q, k)
@@ -128,7 +142,7 @@ class ModelDraft:
         ctx = np.concatenate([context, np.zeros(k, dtype=np.int64)])  # [n + k]
         q = np.zeros((k, self.vocab_size))  # [k, V]
         temperature = sampling.temperature if not sampling.greedy else 1.0
-        m = 0
+        m, chance = 0, 1.0  # chance: that every token drafted so far is accepted, predicted
         while m < k:
             row = model_rows(self.model, ctx[: n + m], 1, "draft", temperature)[0]  # [V]
             if sampling.greedy:
@@ -141,8 +155,13 @@ class ModelDraft:
                 confidence = q[m, token]
             ctx[n + m] = token
             m += 1
-            if confidence < self.min_confidence:
+            if self.min_confidence is not None and confidence < self.min_confidence:
                 break
+            if self.risk_stop is not None:
+                chance *= self.risk_stop.accept_chance(row if sampling.greedy else q[m - 1],
+                                                       token)
+                if not self.risk_stop.keeps_drafting(chance):
+                    break
         return Draft(ctx[n : n + m], q[:m], m)
 
 

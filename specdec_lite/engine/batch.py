@@ -192,21 +192,22 @@ class BatchEngine:
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 0)
         self._check_window(len(prompt), max_new_tokens)
         sampling = sampling or self.sampling
-        length, min_confidence = self.draft_length(prompt, sampling, k, policy)
+        length, stops = self.draft_length(prompt, sampling, k, policy)
         state = SequenceState(self._new_id(request_id), prompt, max_new_tokens,
                               check_eos(eos_id, self.vocab), as_generator(seed),
                               Generation(tokens=np.zeros(0, np.int64), prompt=prompt), prompt,
-                              sampling=sampling, policy=length, k_now=length.start,
-                              min_confidence=min_confidence)
+                              sampling=sampling, policy=length, k_now=length.start, **stops)
         self.waiting.append(state)
         return state.request_id
 
     def draft_length(self, prompt: np.ndarray, sampling: Sampling, k: object,
-                     policy: object) -> tuple[object, float | None]:
-        """A request's draft-length policy and confidence stop, as ``speculative_generate``
-        reads ``k`` and ``policy``; ``"auto"`` prices steps of this target and draft."""
+                     policy: object) -> tuple[object, dict]:
+        """A request's draft-length policy and its draft's early stops (``min_confidence``
+        and ``risk_stop``, as :class:`SequenceState` takes them), as
+        ``speculative_generate`` reads ``k`` and ``policy``; ``"auto"`` prices steps of this
+        target and draft."""
         if k is None and policy in (None, "fixed"):
-            return FixedK(self.k), None
+            return FixedK(self.k), {"min_confidence": None, "risk_stop": None}
         if self.k == 0:
             raise ValueError(f"k={k!r} and policy={policy!r} need a draft (this engine "
                              "decodes plainly)")
@@ -215,7 +216,8 @@ class BatchEngine:
             policy, self.k if k is None else k, proposer,
             lambda k_max: measured_costs(self.target, proposer, prompt, sampling, self.rule,
                                          self.params, k_max))
-        return length, getattr(proposer, "min_confidence", None)
+        return length, {"min_confidence": getattr(proposer, "min_confidence", None),
+                        "risk_stop": getattr(proposer, "risk_stop", None)}
 
     def resume(self, snapshot: dict) -> object:
         """Re-add a sequence from :meth:`SequenceState.to_dict`: it continues from its
@@ -370,7 +372,7 @@ class BatchEngine:
         """Draft for every active sequence as many tokens as its policy chose (one batched
         draft call per draft position; a sequence near its end drafts fewer, as in
         ``speculative_generate``; one with a confidence stop drafts up to its first
-        unsure token)."""
+        unsure token, one with a risk stop until its predicted risk passes the limit)."""
         states = self.active
         k_steps = [min(s.k_now, s.max_new_tokens - s.n_new - 1) for s in states]
         if self.proposer is not None:
@@ -379,9 +381,10 @@ class BatchEngine:
         ctx = [np.concatenate([s.context, np.zeros(k, np.int64)])  # [n_b + k_b] each
                for s, k in zip(states, k_steps, strict=True)]
         q = [np.zeros((k, self.vocab)) for k in k_steps]  # [k_b, V] each
-        # a greedy confidence stop reads the draft's row at T = 1, as ModelDraft does
-        temperatures = [1.0 if s.sampling.greedy and s.min_confidence is not None
+        # a greedy draft's early stops read its row at T = 1, as ModelDraft's do
+        temperatures = [1.0 if s.sampling.greedy and s.stops_early
                         else s.sampling.temperature for s in states]
+        chances = [1.0] * len(states)  # that a sequence's drafts are all accepted, predicted
         for i in range(max(k_steps, default=0)):
             contexts = [c[: len(s.context) + i] if i < k else None
                         for s, c, k in zip(states, ctx, k_steps, strict=True)]
@@ -394,6 +397,11 @@ class BatchEngine:
                 c[len(s.context) + i] = token
                 if s.min_confidence is not None and confidence < s.min_confidence:
                     k_steps[b] = i + 1  # it drafts no further this step
+                elif s.risk_stop is not None:
+                    read = row[0] if s.sampling.greedy else q_b[i]  # as ModelDraft reads it
+                    chances[b] *= s.risk_stop.accept_chance(read, token)
+                    if not s.risk_stop.keeps_drafting(chances[b]):
+                        k_steps[b] = i + 1
         return [Proposal(s, c[len(s.context): len(s.context) + k], q_b[:k])
                 for s, c, q_b, k in zip(states, ctx, q, k_steps, strict=True)]
 
@@ -402,7 +410,7 @@ class BatchEngine:
         """Draw a draft token from the draft's ``row`` [V] into ``q_i`` [V] (the row it is
         drawn from, warped; one-hot at T = 0); returns it and its probability there."""
         s = state.sampling
-        if s.greedy and state.min_confidence is not None:  # row is the T = 1 row
+        if s.greedy and state.stops_early:  # row is the T = 1 row
             token = int(row.argmax())
             q_i[token] = 1.0
             return token, float(row[token])

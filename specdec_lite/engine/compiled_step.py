@@ -83,11 +83,23 @@ def step_for(target: object, proposer: object | None, sampling: object,
 
 
 def drafts_in_kernel(proposer: object | None) -> bool:
-    """Whether the compiled step drafts ``proposer``'s tokens itself: a plain
-    :class:`~specdec_lite.drafting.proposers.ModelDraft` whose model is a GPT on the numba
-    backend on a cache of its own. Any other proposer is asked in Python."""
-    return (type(proposer) is ModelDraft and proposer.min_confidence is None
-            and _parts(proposer.model) is not None)
+    """Whether the compiled step drafts ``proposer``'s tokens itself: a
+    :class:`~specdec_lite.drafting.proposers.ModelDraft` (with or without its confidence
+    or risk stop) whose model is a GPT on the numba backend on a cache of its own. Any
+    other proposer is asked in Python."""
+    return type(proposer) is ModelDraft and _parts(proposer.model) is not None
+
+
+def stop_code(proposer: ModelDraft) -> np.ndarray:
+    """A draft's early stops as the speculative kernel reads them: [6] = (min_confidence
+    or 0, the risk stop's head weights and bias, its max_risk or 0); zeros: no stop."""
+    code = np.zeros(6)
+    if proposer.min_confidence is not None:
+        code[0] = proposer.min_confidence
+    if proposer.risk_stop is not None:
+        head = proposer.risk_stop.head
+        code[1:4], code[4], code[5] = head.weights, head.bias, proposer.risk_stop.max_risk
+    return code
 
 
 def in_kernel(kernel: object, *args: object) -> tuple:
@@ -149,13 +161,14 @@ class CompiledStep:
             drafted = np.empty(k, dtype=np.int64)  # [k]
             out = np.empty(k + 1, dtype=np.int64)  # [k + 1]
             draw, state = self._uniforms(rng)
-            accepted, n_out, extra_code, n_times = in_kernel(
+            accepted, n_out, extra_code, n_times, m = in_kernel(
                 self.kernels.speculative, t_model, t_arrays, t_state, d_model, d_arrays,
-                d_state, seq, k, temperature, code, draw, state, drafted, out, self.times,
-                clock)
+                d_state, seq, k, temperature, code, draw, state, stop_code(proposer),
+                drafted, out, self.times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
             emitted, extra = out[:n_out], EXTRA[extra_code]
-            gen.n_draft_calls += k
+            drafted = drafted[:m]
+            gen.n_draft_calls += m
         elif asked:  # another proposer, asked in Python; its draws come first, as before
             drafted, q, n_calls = ask_proposer(proposer, seq, k, sampling, rng, gpt.vocab_size)
             gen.n_draft_calls += n_calls

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_real, check_tokens
 from ..drafting.draft_length import FixedK, policy_from_record, policy_record, replay_k
+from ..drafting.stop_head import RiskStop
 from ..rules.distributions import Sampling
 from .decode import Generation, Step
 from .faults import generator_from_state
@@ -28,7 +29,9 @@ class SequenceState:
     ``context`` is the prompt followed by the emitted tokens; the trace ``gen`` gets its
     ``tokens`` when the sequence finishes. ``policy`` picks each step's k after the steps
     before it (:mod:`specdec_lite.drafting.draft_length`); ``k_now`` is the k of the next step.
-    With ``min_confidence`` set, drafting stops after a token the draft gave less than it.
+    With ``min_confidence`` set, drafting stops after a token the draft gave less than it;
+    with ``risk_stop`` (:class:`~specdec_lite.drafting.stop_head.RiskStop`), once the
+    predicted chance that one of the step's drafts is rejected passes its limit.
     """
 
     request_id: object
@@ -45,7 +48,12 @@ class SequenceState:
     policy: object = FixedK(0)  # its draft-length policy
     k_now: int = 0  # the k its policy chose for the next step
     min_confidence: float | None = None
+    risk_stop: RiskStop | None = None
     proposer_state: object = None  # a drafter's cache for this sequence (not saved: rebuilt)
+
+    @property
+    def stops_early(self) -> bool:
+        return self.min_confidence is not None or self.risk_stop is not None
 
     @property
     def n_new(self) -> int:
@@ -62,6 +70,7 @@ class SequenceState:
                              "top_k": self.sampling.top_k, "top_p": self.sampling.top_p},
                 "policy": policy_record(self.policy), "k_now": self.k_now,
                 "min_confidence": self.min_confidence,
+                "risk_stop": None if self.risk_stop is None else self.risk_stop.record(),
                 "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,
                 "steps": step_records(g.steps)}
 
@@ -102,11 +111,15 @@ def state_from_dict(snapshot: object, vocab: int, sampling: Sampling,
     min_confidence = snapshot.get("min_confidence")
     if min_confidence is not None:
         min_confidence = check_real(min_confidence, "min_confidence", positive=True)
+    risk_stop = snapshot.get("risk_stop")
+    if risk_stop is not None:
+        risk_stop = RiskStop.from_record(risk_stop)
     return SequenceState(snapshot["request_id"], prompt, max_new_tokens,
                          check_eos(snapshot["eos_id"], vocab), rng, gen,
                          np.concatenate([prompt, tokens]),
                          sampling=Sampling.checked(**saved) if saved else sampling,
-                         policy=policy, k_now=k_now, min_confidence=min_confidence)
+                         policy=policy, k_now=k_now, min_confidence=min_confidence,
+                         risk_stop=risk_stop)
 
 
 __all__ = ["SequenceState", "state_from_dict", "step_records"]

@@ -2,8 +2,9 @@
 on the numba backend as one compiled call.
 
 - :func:`plain_kernel`: one target row after the sequence, its token drawn or the argmax;
-- :func:`speculative_kernel`: the draft's forwards and draws, the target's forward, the
-  exact (or greedy) rule and the bonus or correction token, writing both caches in place;
+- :func:`speculative_kernel`: the draft's forwards and draws (with its confidence or
+  risk stop, if any), the target's forward, the exact (or greedy) rule and the bonus or
+  correction token, writing both caches in place;
 - :func:`verify_kernel`: the same verification for tokens proposed outside (prompt lookup,
   an n-gram draft, the EAGLE drafter);
 - :func:`tree_kernel`: a greedy Medusa step's verification: the tree's forward, the test
@@ -148,28 +149,68 @@ def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, 
 
 
 def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
-                       temperature, rule, draw, state, drafted, emitted, times, clock):
-    """A speculative step: k draft tokens after ``seq`` (into ``drafted`` [k]), one target
-    forward over the last token and the drafts, the rule, then the bonus or correction
-    token; the emitted tokens go into ``emitted`` [k + 1]. Returns (accepted, emitted,
-    extra code: 0 bonus, 1 correction, timings)."""
+                       temperature, rule, draw, state, stop, drafted, emitted, times, clock):
+    """A speculative step: up to k draft tokens after ``seq`` (into ``drafted`` [k]), one
+    target forward over the last token and the drafts, the rule, then the bonus or
+    correction token; the emitted tokens go into ``emitted`` [k + 1]. ``stop`` [6] holds
+    the draft's early stops as :func:`stop_code` lays them out (drafting ends after a
+    token that trips one). Returns (accepted, emitted, extra code: 0 bonus, 1
+    correction, timings, drafted)."""
     n = seq.shape[0]
     v = t_cache[2].shape[1]
     ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
     ctx[:n] = seq
     q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
+    sure = np.empty((1, v))  # [1, V] the T = 1 row a greedy draft's stops read
+    stops = stop[0] > 0.0 or stop[5] > 0.0
+    chance = 1.0  # that every token drafted so far is accepted, as the head predicts
     common = _sync(seq, d_cache[1], d_state)
     n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, clock)
+    m = k
     for i in range(k):
         if i > 0:
             n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
                               n_times, DRAFT, clock)
         _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
-        ctx[n + i] = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
-    drafted[:] = ctx[n:]
-    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
-                                      draw, state, emitted, times, n_times, clock)
-    return accepted, accepted + 1, extra, n_times
+        token = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
+        ctx[n + i] = token
+        if stops:
+            if temperature == 0.0:
+                _rows(d_cache[2][n + i - 1 : n + i], 1.0, sure)
+                done, chance = _stop_after(sure[0], token, stop, chance)
+            else:
+                done, chance = _stop_after(q[i], token, stop, chance)
+            if done:
+                m = i + 1
+                break
+    drafted[:m] = ctx[n : n + m]
+    accepted, extra, n_times = _check(target, t_cache, t_state, ctx[: n + m], n, q[:m],
+                                      temperature, rule, draw, state, emitted, times,
+                                      n_times, clock)
+    return accepted, accepted + 1, extra, n_times, m
+
+
+def _stop_after(row, token, stop, chance):
+    """``ModelDraft``'s early stops after ``token`` drawn from ``row`` [V]: the confidence
+    stop (``stop[0]`` > 0: the token's probability below it) and the risk stop
+    (``stop[5]`` > 0: the head ``stop[1:5]`` predicts the token accepted with chance a;
+    stop once 1 - ``chance`` * a passes ``stop[5]``), as
+    :mod:`specdec_lite.drafting.stop_head` computes them. Returns (stop, chance)."""
+    if stop[0] > 0.0 and row[token] < stop[0]:
+        return True, chance
+    if stop[5] > 0.0:
+        floor = 1e-12
+        top = floor
+        entropy = 0.0
+        for j in range(row.shape[0]):
+            top = max(top, row[j])
+            entropy -= row[j] * np.log(max(row[j], floor))
+        z = (stop[1] * np.log(max(row[token], floor)) + stop[2] * np.log(top)
+             + stop[3] * (entropy / np.log(row.shape[0])) + stop[4])
+        chance *= 0.5 * (1.0 + np.tanh(0.5 * z))
+        if 1.0 - chance > stop[5]:
+            return True, chance
+    return False, chance
 
 
 def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
@@ -177,7 +218,7 @@ def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, 
     """The verification half of a speculative step, for tokens proposed outside the kernel
     (prompt lookup, an n-gram draft, the EAGLE drafter): ``drafted`` [k] (k may be 0) after
     ``seq``, drawn from the rows ``q`` [k, V], checked by one target forward and the rule,
-    then the bonus or correction token. Returns what :func:`speculative_kernel` returns."""
+    then the bonus or correction token. Returns (accepted, emitted, extra code, timings)."""
     n, k = seq.shape[0], drafted.shape[0]
     ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
     ctx[:n] = seq
@@ -291,7 +332,8 @@ def compiled_kernels() -> Kernels:
     # no fastmath: the draws compare as the Python step's; the GIL released, as the
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
-    for name in ("_rows", "_sample", "_sync", "_forward_block", "_append", "_check"):
+    for name in ("_rows", "_sample", "_sync", "_forward_block", "_append", "_check",
+                 "_stop_after"):
         scope[name] = jit(scope[name])
     return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(verify_kernel),
                    jit(tree_kernel))

@@ -275,8 +275,8 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
         if body.policy != "fixed" and body.method in ("plain", "medusa"):
             return field_error("policy", f"method {body.method!r} takes only policy "
                                "'fixed'", body.policy)
-        if body.policy == "confidence" and body.method in ("lookup", "eagle"):
-            return field_error("policy", "policy 'confidence' needs a draft model (it "
+        if body.policy in ("confidence", "specdec++") and body.method in ("lookup", "eagle"):
+            return field_error("policy", f"policy {body.policy!r} needs a draft model (it "
                                f"reads the draft's probabilities); method {body.method!r} "
                                "has none", body.policy)
         k = 0 if body.method == "plain" else body.k

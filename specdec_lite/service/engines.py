@@ -84,9 +84,9 @@ class BatchStepEngine:
                                                          top_p=sampling.top_p),
                       steps=step_records(steps or []))
         if named:
-            policy, min_confidence = self.engine.draft_length(prompt, sampling, None,
-                                                              settings.policy)
-            record.update(policy=policy_record(policy), min_confidence=min_confidence)
+            policy, stops = self.engine.draft_length(prompt, sampling, None, settings.policy)
+            record.update(policy=policy_record(policy), min_confidence=stops["min_confidence"],
+                          risk_stop=stops["risk_stop"] and stops["risk_stop"].record())
         self.engine.resume(record)
 
     def remove(self, key: str) -> None:

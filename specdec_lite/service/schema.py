@@ -54,7 +54,7 @@ class CompletionRequest(BaseModel):
     method: Literal["plain", "draft", "ngram", "lookup", "eagle", "early-exit",
                     "medusa"] = "draft"
     k: int = Field(default=DEFAULT_K, ge=1, le=16)
-    policy: Literal["fixed", "heuristic", "confidence", "auto"] = "fixed"
+    policy: Literal["fixed", "heuristic", "confidence", "specdec++", "auto"] = "fixed"
     request_id: str | None = Field(default=None, min_length=1, max_length=64,
                                    pattern=r"^[A-Za-z0-9_.-]+$")
     model: str | None = Field(default=None, max_length=64)

@@ -211,7 +211,8 @@ def run_generate(argv: list[str], capsys) -> tuple[str, str]:
 
 @pytest.mark.parametrize("extra", [
     [], ["--draft", "prompt-lookup"], ["--policy", "auto"], ["--policy", "heuristic"],
-    ["--policy", "confidence"], ["--draft", "prompt-lookup", "--policy", "auto"],
+    ["--policy", "confidence"], ["--policy", "specdec++", "--k", "8"],
+    ["--draft", "prompt-lookup", "--policy", "auto"],
     ["--draft", "ngram"], ["--draft", "medusa"], ["--draft", "eagle"],
     ["--draft", "eagle", "--policy", "auto"], ["--draft", "early-exit"],
     ["--draft", "early-exit", "--exit-layer", "3", "--policy", "heuristic"], ["--draft", "none"]])

@@ -158,6 +158,7 @@ BAD_BODIES = [
     (dict(prompt="a", method="medusa", policy="auto"), "policy"),
     (dict(prompt="a", method="lookup", policy="confidence"), "policy"),
     (dict(prompt="a", method="eagle", policy="confidence"), "policy"),
+    (dict(prompt="a", method="lookup", policy="specdec++"), "policy"),
     (dict(prompt=LONG_PROMPT, max_tokens=190, k=4, policy="heuristic"),
      "max_tokens"),  # the heuristic may grow k to 10: 60 + 190 + 11 > 256
 ]
@@ -295,7 +296,8 @@ def test_seeded_request_equals_the_library(server, models, method, temperature):
 POLICY_CASES = [("draft", "heuristic", 1.0), ("draft", "confidence", 1.0),
                 ("draft", "confidence", 0.0), ("ngram", "heuristic", 0.8),
                 ("lookup", "heuristic", 1.0), ("draft", "auto", 0.0),
-                ("early-exit", "confidence", 1.0), ("eagle", "heuristic", 1.0)]
+                ("early-exit", "confidence", 1.0), ("eagle", "heuristic", 1.0),
+                ("draft", "specdec++", 1.0), ("draft", "specdec++", 0.0)]
 
 
 @pytest.mark.parametrize("method, policy, temperature", POLICY_CASES)

@@ -19,6 +19,7 @@ from support import speculative_samples
 from specdec_lite import MarkovModel, speculative_generate
 from specdec_lite.drafting.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK
 from specdec_lite.drafting.proposers import Draft, ModelDraft, PromptLookup
+from specdec_lite.drafting.stop_head import RiskStop, shipped_head
 from specdec_lite.teaching.exactness import ChiSquare, chi_square, sequence_law
 
 V, LENGTH, N = 3, 5, 3000
@@ -30,6 +31,19 @@ def markov(seed: int) -> MarkovModel:
 
 
 TARGET, DRAFT = markov(1), markov(2)
+RISKY = RiskStop(shipped_head(), 0.8)  # the shipped stop head, at a limit that cuts steps
+
+
+def test_the_risk_stop_cuts_some_steps_short():
+    """On these models the risk stop drafts 1, 2 or 3 of the 4 tokens it may, so the tests
+    above test it."""
+    rng = np.random.default_rng(3)
+    lengths = set()
+    for _ in range(100):
+        gen = speculative_generate(TARGET, ModelDraft(DRAFT, risk_stop=RISKY), PROMPT, k=4,
+                                   max_new_tokens=LENGTH, seed=rng)
+        lengths |= {len(step.proposed) for step in gen.steps}
+    assert {1, 2, 3} <= lengths, lengths
 
 
 def sample_sequences(draft, k, temperature: float = 1.0, **kwargs) -> list[tuple]:
@@ -50,11 +64,14 @@ def chi2(samples: list[tuple], temperature: float = 1.0, **cuts) -> ChiSquare:
         (PromptLookup(max_ngram=1), 2, 0.7, {}),
         (PromptLookup(), 4, 1.0, {"top_k": 2}),
         (ModelDraft(DRAFT, min_confidence=0.5), 4, 1.0, {}),
+        (ModelDraft(DRAFT, risk_stop=RISKY), 4, 1.0, {}),
+        (ModelDraft(DRAFT, risk_stop=RISKY), 4, 1.0, {"top_p": 0.9}),
         (DRAFT, AdaptiveK(start=1, k_max=5), 1.0, {}),
         (DRAFT, TheoryK(c=0.1, k_max=5), 0.8, {}),
         (PromptLookup(), AdaptiveK(start=2), 1.0, {"top_p": 0.9}),
     ],
-    ids=["lookup-k3", "lookup-unigram-T0.7", "lookup-topk2", "confidence-stop",
+    ids=["lookup-k3", "lookup-unigram-T0.7", "lookup-topk2", "confidence-stop", "risk-stop",
+         "risk-stop-topp",
          "adaptive-k", "theory-k-T0.8", "lookup-adaptive-topp"],
 )
 def test_exact_rule_stays_exact(draft, k, temperature, kwargs):
@@ -89,10 +106,12 @@ SWITCHING = StepCosts((1.0, 1.6, 1.9, 2.1, 2.3))
     [
         (DRAFT, 4, 1.0, {"policy": "heuristic"}),
         (DRAFT, 4, 0.8, {"policy": "confidence"}),
+        (DRAFT, 4, 0.8, {"policy": "specdec++"}),
         (DRAFT, AutoK(SWITCHING, probe_every=2, margin=0.0), 1.0, {}),
         (PromptLookup(), AutoK(SWITCHING, probe_every=1, margin=0.0), 1.0, {"top_p": 0.8}),
     ],
-    ids=["heuristic", "confidence-T0.8", "auto-switching", "auto-lookup-topp"],
+    ids=["heuristic", "confidence-T0.8", "specdec++-T0.8", "auto-switching",
+         "auto-lookup-topp"],
 )
 def test_named_and_automatic_policies_stay_exact(draft, k, temperature, kwargs):
     cuts = {key: value for key, value in kwargs.items() if key in ("top_k", "top_p")}

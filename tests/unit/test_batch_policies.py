@@ -23,7 +23,7 @@ from specdec_lite.models.corpus import load_text
 
 COSTS = StepCosts((1.0, 1.25, 1.4, 1.55, 1.8))
 # (k, policy) of each request: named policies, policy objects, and the engine's default
-REQUESTS = [(2, "heuristic"), (6, "confidence"), (AutoK(COSTS), None),
+REQUESTS = [(2, "heuristic"), (6, "confidence"), (8, "specdec++"), (AutoK(COSTS), None),
             (TheoryK(c=0.3, k_max=6), None), (None, None)]
 
 
@@ -80,6 +80,7 @@ def test_a_snapshot_keeps_each_sequences_draft_length(models) -> None:
             engine.step()
         saved = engine.snapshot()
         assert {s["policy"]["policy"] for s in saved} >= {"AdaptiveK", "AutoK", "TheoryK"}
+        assert [s["risk_stop"]["max_risk"] for s in saved if s["risk_stop"]] == [0.5]
         later = BatchEngine(target, draft, k=3, max_batch=8)
         for record in saved:
             if drop_k_now:

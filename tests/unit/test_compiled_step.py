@@ -19,6 +19,7 @@ from support import CONFIG, random_params
 from specdec_lite.bench.timing import ForwardMeter
 from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
+from specdec_lite.drafting.stop_head import RiskStop, shipped_head
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.models import fast
@@ -70,6 +71,47 @@ def test_same_run_as_the_python_step(pair, python_step, temperature, rule, k):
                                         temperature=temperature, rule=rule, seed=seed)
         compiled, python = decode(), python_step(decode)
         assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from specdec_lite.pretrained import load_pretrained
+
+    return load_pretrained(backend="numba")
+
+
+@pytest.mark.parametrize("stop", ["confidence", "risk", "risk-tight"])
+@pytest.mark.parametrize(("temperature", "rule"),
+                         [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
+def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, python_step,
+                                                                   monkeypatch, stop,
+                                                                   temperature, rule):
+    """The shipped draft with a confidence stop or a risk stop (the shipped head, at two
+    limits): every step runs in the kernel, with the Python step's tokens, steps and
+    counts; the stops really cut steps short, and not all of them."""
+    draft = {"confidence": ModelDraft(shipped.draft, min_confidence=0.4),
+             "risk": ModelDraft(shipped.draft, risk_stop=RiskStop(shipped_head(), 0.5)),
+             "risk-tight": ModelDraft(shipped.draft,
+                                      risk_stop=RiskStop(shipped_head(), 0.2))}[stop]
+    prompt = shipped.tokenizer.encode("class Stack:\n    def push(self, item):\n        ")
+    kernel_calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda *args: kernel_calls.append(args[0]) or real(*args))
+    lengths = set()
+    for seed in range(3):
+        def decode(seed=seed):
+            return speculative_generate(shipped.target, draft, prompt, k=6, max_new_tokens=60,
+                                        temperature=temperature, rule=rule, seed=seed)
+        kernel_calls.clear()
+        compiled = decode()
+        kernels = compiled_step.compiled_kernels()  # a step left with room for one: plain
+        assert kernel_calls == [kernels.speculative if step.proposed else kernels.plain
+                                for step in compiled.steps]
+        python = python_step(decode)
+        assert same_run(compiled, python), (stop, seed, compiled.tokens, python.tokens)
+        lengths |= {len(step.proposed) for step in compiled.steps[:-1]}  # the last is cut
+    assert min(lengths) < 6 and len(lengths) > 1, lengths
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -139,15 +181,18 @@ def test_used_only_where_it_applies(pair):
     bound, greedy, hot = target.bound(), Sampling(0.0), Sampling(1.0)
     own_draft = ModelDraft(draft).for_sequence(bound)
     unsure = ModelDraft(draft, min_confidence=0.5).for_sequence(bound)
-    for proposer in (own_draft, None, PromptLookup(), unsure,
+    risky = ModelDraft(draft, risk_stop=RiskStop(shipped_head(), 0.5)).for_sequence(bound)
+    for proposer in (own_draft, None, PromptLookup(), unsure, risky,
                      eagle_draft(target).for_sequence(bound)):
         for sampling, rule in ((hot, "exact"), (greedy, "greedy")):
             assert isinstance(compiled_step.step_for(bound, proposer, sampling, rule),
                               compiled_step.CompiledStep)
-    # the whole step in the kernel only for a plain GPT draft on the numba backend
+    # the whole step in the kernel only for a GPT draft on the numba backend (its early
+    # stops, if any, included)
     numpy_draft = TransformerModel(DRAFT_CONFIG, random_params(DRAFT_CONFIG, 3))
-    assert compiled_step.drafts_in_kernel(own_draft)
-    for proposer in (None, PromptLookup(), unsure, ModelDraft(numpy_draft).for_sequence(bound),
+    for proposer in (own_draft, unsure, risky):
+        assert compiled_step.drafts_in_kernel(proposer)
+    for proposer in (None, PromptLookup(), ModelDraft(numpy_draft).for_sequence(bound),
                      ModelDraft(draft)):  # the last not on a cache of its own
         assert not compiled_step.drafts_in_kernel(proposer), proposer
     numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))

@@ -5,6 +5,8 @@ tests/statistical/test_drafters_exact.py)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from support import PROMPTS
@@ -19,6 +21,7 @@ from specdec_lite.drafting.draft_length import (
     as_draft_length,
 )
 from specdec_lite.drafting.proposers import Draft, ModelDraft, PromptLookup, lookup
+from specdec_lite.drafting.stop_head import RiskStop, shipped_head
 from specdec_lite.engine.decode import Generation, Step
 from specdec_lite.rules.distributions import Sampling
 from specdec_lite.rules.theory import optimal_k
@@ -145,9 +148,11 @@ def test_confidence_stop_drafts_fewer_tokens(shipped):
     ("make_draft", "k"),
     [(lambda m: PromptLookup(), 4), (lambda m: PromptLookup(max_ngram=1), 8),
      (lambda m: ModelDraft(m.draft, min_confidence=0.6), 5),
+     (lambda m: ModelDraft(m.draft, risk_stop=RiskStop(shipped_head(), 0.4)), 8),
      (lambda m: m.draft, AdaptiveK()), (lambda m: m.draft, TheoryK(c=0.1)),
      (lambda m: PromptLookup(), AdaptiveK(start=2, k_max=8))],
-    ids=["lookup", "lookup-unigram", "confidence", "adaptive", "theory", "lookup-adaptive"],
+    ids=["lookup", "lookup-unigram", "confidence", "risk-stop", "adaptive", "theory",
+         "lookup-adaptive"],
 )
 def test_greedy_output_equals_the_targets(shipped, prompt_text, make_draft, k):
     prompt = shipped.tokenizer.encode(prompt_text)
@@ -398,7 +403,7 @@ def test_time_steps_never_prices_more_drafts_below_fewer(monkeypatch):
 # ---------------------------------------------------------------- named policies
 
 
-@pytest.mark.parametrize("policy", ["fixed", "heuristic", "confidence", "auto"])
+@pytest.mark.parametrize("policy", ["fixed", "heuristic", "confidence", "specdec++", "auto"])
 def test_every_named_policy_is_greedy_identical(shipped, policy):
     prompt = shipped.tokenizer.encode(PROMPTS[0])
     expected = generate(shipped.target, prompt, max_new_tokens=48, temperature=0).tokens
@@ -442,9 +447,10 @@ def test_bad_policies_name_the_parameter(shipped, kwargs, error, name):
         speculative_generate(shipped.target, shipped.draft, [1, 2], max_new_tokens=5, **kwargs)
 
 
-def test_confidence_needs_a_draft_model(shipped):
-    with pytest.raises(ValueError, match="confidence"):
-        speculative_generate(shipped.target, PromptLookup(), [1, 2], k=3, policy="confidence",
+@pytest.mark.parametrize("policy", ["confidence", "specdec++"])
+def test_a_stop_policy_needs_a_draft_model(shipped, policy):
+    with pytest.raises(ValueError, match=re.escape(f"policy '{policy}' needs a draft model")):
+        speculative_generate(shipped.target, PromptLookup(), [1, 2], k=3, policy=policy,
                              max_new_tokens=5)
 
 
