@@ -187,12 +187,14 @@ class AutoK:
     ``prior`` pseudo-tokens at ``alpha0`` (only the last ``window`` steps that drafted
     are read, among the last 8 × ``window`` steps: the weight of older ones is below
     decay^window). After ``probe_every`` plain steps in a
-    row one step drafts a single token, so that the estimate can recover. Each probe whose
-    token was rejected doubles the wait before the next (up to 2^``max_backoff`` times
-    ``probe_every``); a probe that was accepted, or any other drafting, starts it again at
-    ``probe_every``. A probe is not free: it is a step that verifies a token the estimate
-    says will likely be rejected, and a drafter that keeps state (the EAGLE drafter's
-    cache) must first catch up with every token decoded plainly since it last ran.
+    row one step drafts a single token, so that the estimate can recover. Each probe after
+    which the policy went straight back to plain decoding doubles the wait before the next
+    (up to 2^``max_backoff`` times ``probe_every``), whether its token was rejected or
+    accepted without lifting the estimate to where drafting pays; a probe followed by
+    more drafting starts it again at ``probe_every``. A probe is not free: it is a step
+    that verifies a token the estimate says will likely be rejected, or that drafting
+    does not pay for, and a drafter that keeps state (the EAGLE drafter's cache) must
+    first catch up with every token decoded plainly since it last ran.
 
     A k > 0 is chosen only when it is expected to beat plain decoding by more than
     ``margin``: near break-even, a noisy α (a few recent tokens) and step prices timed
@@ -253,9 +255,10 @@ class AutoK:
 
     def probe_due(self, steps: list) -> bool:
         """Whether the plain steps at the end of ``steps`` are enough to probe: at least
-        ``probe_every`` times 2^j, j the number of rejected probes in a row before them
-        (a one-token step with nothing accepted, after ``probe_every`` plain steps or
-        more), at most ``max_backoff``. Reads back only as far as those probes go."""
+        ``probe_every`` times 2^j, j the number of fruitless probes in a row before them
+        (a one-token step after ``probe_every`` plain steps or more, and followed by plain
+        steps: its outcome did not make drafting pay), at most ``max_backoff``. Reads back
+        only as far as those probes go."""
         i, gap = len(steps) - 1, 0
         while i >= 0 and not steps[i].proposed:  # the plain steps since the last drafting
             gap, i = gap + 1, i - 1
@@ -264,8 +267,8 @@ class AutoK:
         failed = 0
         while i >= 0 and failed < self.max_backoff:
             step = steps[i]
-            if len(step.proposed) != 1 or step.n_accepted:
-                break  # not a rejected probe
+            if len(step.proposed) != 1:
+                break  # not a probe: other drafting came before these plain steps
             i, before = i - 1, 0
             while i >= 0 and not steps[i].proposed:
                 before, i = before + 1, i - 1

@@ -353,7 +353,7 @@ def test_auto_drafts_only_when_it_expects_to_beat_plain_by_the_margin():
         AutoK(costs, margin=-0.1)
 
 
-def test_auto_waits_twice_as_long_after_each_rejected_probe():
+def test_auto_waits_twice_as_long_after_each_fruitless_probe():
     plain, rejected = Step((), 0, (1,), "bonus"), Step((5,), 0, (6,), "correction")
     accepted = Step((5,), 1, (5, 6), "bonus")
     policy = AutoK(StepCosts((1.0, 3.0)), probe_every=4, max_backoff=2)  # k = 1 never pays
@@ -364,8 +364,14 @@ def test_auto_waits_twice_as_long_after_each_rejected_probe():
     assert not policy.probe_due(twice + [plain] * 15) and policy.probe_due(twice + [plain] * 16)
     thrice = twice + [plain] * 16 + [rejected]  # max_backoff = 2: the wait stays at 4 * 2^2
     assert policy.probe_due(thrice + [plain] * 16)
-    reset = twice + [plain] * 16 + [accepted]  # an accepted probe starts again at 4
-    assert policy.probe_due(reset + [plain] * 4)
+    # an accepted probe that the policy follows with plain steps (the estimate still says
+    # drafting does not pay) counts as fruitless too; one it follows with more drafting
+    # starts the wait again at 4
+    fruitless = once + [plain] * 8 + [accepted]
+    assert not policy.probe_due(fruitless + [plain] * 15)
+    assert policy.probe_due(fruitless + [plain] * 16)
+    reset = twice + [plain] * 16 + [accepted, Step((5, 6), 2, (5, 6, 7), "bonus")]
+    assert not policy.probe_due(reset + [plain] * 3) and policy.probe_due(reset + [plain] * 4)
     after_drafting = [Step((5, 6), 0, (7,), "correction"), rejected]  # not a probe
     assert policy.probe_due(after_drafting + [plain] * 4)
     trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
