@@ -503,11 +503,13 @@ def test_medusa_requests_meet_their_deadline_and_share_the_engine(tmp_path, mode
 
 
 def test_a_stream_keeps_flowing_next_to_medusa_requests(tmp_path):
-    """A plain stream is not stalled by Medusa requests that arrive beside it: Medusa
+    """A plain stream is not stalled by Medusa requests that run beside it: Medusa
     advances each request one step per engine turn, so the stream's events keep arriving
     while the Medusa requests run. (Decoded whole in one turn, as Medusa used to be, the
     Medusa requests held the engine thread until they had all their tokens, and the stream
-    got next to nothing until the first of them finished.)"""
+    got next to nothing until the first of them finished.) The stream starts once the
+    Medusa requests are running, so what it gets before the first of them finishes is a
+    count of engine turns, not of how fast the machine is."""
     medusa = [dict(prompt=PROMPTS[i % len(PROMPTS)], max_tokens=200, method="medusa", k=3,
                    temperature=t, seed=40 + i)
               for i, t in enumerate((0.0, 0.4, 0.7, 1.0, 1.2, 1.5))]
@@ -528,18 +530,24 @@ def test_a_stream_keeps_flowing_next_to_medusa_requests(tmp_path):
         finished.append(time.monotonic())
         return reply.status_code
 
+    def medusa_running(url: str) -> bool:
+        return httpx.get(url + "/health", timeout=10).json()["running"] >= len(medusa)
+
     with start_server(max_batch=8, log_path=tmp_path / "log") as srv:
         url = srv.url + "/v1/completions"
         with ThreadPoolExecutor(len(medusa) + 1) as pool:
-            streaming = pool.submit(read_stream, url)
-            _wait_for(lambda: len(events) >= 5, 20, "the stream starts")
-            medusa_sent = time.monotonic()
             statuses = [pool.submit(post_medusa, url, body) for body in medusa]
+            _wait_for(lambda: medusa_running(srv.url), 20, "the Medusa requests run")
+            assert not finished, "a Medusa request ended before the stream began"
+            streaming = pool.submit(read_stream, url)
             streaming.result(TIMEOUT)
             assert [s.result(TIMEOUT) for s in statuses] == [200] * len(medusa)
-    during = sum(medusa_sent < t < min(finished) for t in events)
+    # the first Medusa request to finish, the greedy one (about 5 tokens a step), takes
+    # about 40 engine turns, and the stream gets an event a turn: 38 on the machine this
+    # was written on; decoded whole in one turn, Medusa would leave it none
+    during = sum(t < min(finished) for t in events)
     assert len(events) >= 100, len(events)
-    assert during >= 40, (during, len(events))
+    assert during >= 20, (during, len(events))
 
 
 def test_spec_max_batch_decodes_a_full_batch_plainly(tmp_path, models):
