@@ -21,8 +21,9 @@ from specdec_lite.plots import plot_kernel_curves  # noqa: E402
 COMMITTED = RESULTS / "kernel_curves.json"
 
 
-def test_the_committed_curves_read_and_format() -> None:
-    data = curves.read_curves(COMMITTED)
+@pytest.mark.parametrize("name", ["kernel_curves.json", "kernel_curves_amd.json"])
+def test_the_committed_curves_read_and_format(name) -> None:
+    data = curves.read_curves(RESULTS / name)
     kernels = {c["kernel"] for c in data["curves"]}
     assert {"Haswell"} < kernels  # the default kernel and the forced one
     assert {c["coretype_env"] for c in data["curves"]} == {None, "Haswell"}
