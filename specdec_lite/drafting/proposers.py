@@ -147,22 +147,34 @@ class ModelDraft:
             row = model_rows(self.model, ctx[: n + m], 1, "draft", temperature)[0]  # [V]
             if sampling.greedy:
                 token = int(row.argmax())
-                confidence = row[token]
                 q[m, token] = 1.0
+                read = row  # the stops read the T = 1 row
             else:
                 q[m] = sampling.warp(row)
                 token = sample(q[m], rng)
-                confidence = q[m, token]
+                read = q[m]
             ctx[n + m] = token
             m += 1
-            if self.min_confidence is not None and confidence < self.min_confidence:
+            stop, chance = early_stop(self.min_confidence, self.risk_stop, read, token, chance)
+            if stop:
                 break
-            if self.risk_stop is not None:
-                chance *= self.risk_stop.accept_chance(row if sampling.greedy else q[m - 1],
-                                                       token)
-                if not self.risk_stop.keeps_drafting(chance):
-                    break
         return Draft(ctx[n : n + m], q[:m], m)
+
+
+def early_stop(min_confidence: float | None, risk_stop: RiskStop | None, row: np.ndarray,
+               token: int, chance: float) -> tuple[bool, float]:
+    """A draft's early stops after ``token``, drawn from ``row`` [V] (the model's row at
+    temperature 1 when decoding greedily): whether drafting ends there, and the predicted
+    chance that every token of the step so far is accepted, ``chance`` times the
+    token's. The confidence stop ends it when the token's probability in ``row`` is below
+    ``min_confidence``; the risk stop when 1 - that chance passes its ``max_risk``. As
+    :class:`ModelDraft` and the batched engine stop, and the compiled step's kernel."""
+    if min_confidence is not None and row[token] < min_confidence:
+        return True, chance
+    if risk_stop is not None:
+        chance *= risk_stop.accept_chance(row, token)
+        return not risk_stop.keeps_drafting(chance), chance
+    return False, chance
 
 
 class PromptLookup:
@@ -260,4 +272,4 @@ def as_proposer(draft: object, vocab: int) -> object:
 
 
 __all__ = ["Draft", "FeatureView", "ModelDraft", "PromptLookup", "Proposer", "as_proposer",
-           "draft_block", "for_run", "lookup", "one_hot_rows"]
+           "draft_block", "early_stop", "for_run", "lookup", "one_hot_rows"]

@@ -77,7 +77,11 @@ class AcceptanceHead:
 
     def accept_chance(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # [m]
         """The predicted chance a_i that each token in ``tokens`` [m] is accepted."""
-        return sigmoid(features(rows, tokens) @ np.asarray(self.weights) + self.bias)
+        return self.predict(features(rows, tokens))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:  # [m, 3] -> [m]
+        """The predicted chance for tokens whose :func:`features` are ``x``."""
+        return sigmoid(np.asarray(x) @ np.asarray(self.weights) + self.bias)
 
     def record(self) -> dict:
         """The head as JSON-friendly data; :meth:`from_record` reads it back."""

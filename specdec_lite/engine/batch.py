@@ -60,7 +60,7 @@ import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_real, check_window
 from ..drafting.draft_length import FixedK, named_policy
-from ..drafting.proposers import FeatureView, ModelDraft, as_proposer
+from ..drafting.proposers import FeatureView, ModelDraft, as_proposer, early_stop
 from ..models.batch_kv import GPTRows, batch_rows
 from ..models.ngram import check_model
 from ..rules.distributions import Sampling, as_generator, sample
@@ -392,31 +392,30 @@ class BatchEngine:
             for b, (s, c, q_b, row) in enumerate(zip(states, ctx, q, rows, strict=True)):
                 if row is None:
                     continue
-                token, confidence = self._draw(s, row[0], q_b[i])
+                token, read = self._draw(s, row[0], q_b[i])
                 s.gen.n_draft_calls += 1
                 c[len(s.context) + i] = token
-                if s.min_confidence is not None and confidence < s.min_confidence:
+                stop, chances[b] = early_stop(s.min_confidence, s.risk_stop, read, token,
+                                              chances[b])
+                if stop:
                     k_steps[b] = i + 1  # it drafts no further this step
-                elif s.risk_stop is not None:
-                    read = row[0] if s.sampling.greedy else q_b[i]  # as ModelDraft reads it
-                    chances[b] *= s.risk_stop.accept_chance(read, token)
-                    if not s.risk_stop.keeps_drafting(chances[b]):
-                        k_steps[b] = i + 1
         return [Proposal(s, c[len(s.context): len(s.context) + k], q_b[:k])
                 for s, c, q_b, k in zip(states, ctx, q, k_steps, strict=True)]
 
     @staticmethod
-    def _draw(state: SequenceState, row: np.ndarray, q_i: np.ndarray) -> tuple[int, float]:
+    def _draw(state: SequenceState, row: np.ndarray,
+              q_i: np.ndarray) -> tuple[int, np.ndarray]:
         """Draw a draft token from the draft's ``row`` [V] into ``q_i`` [V] (the row it is
-        drawn from, warped; one-hot at T = 0); returns it and its probability there."""
+        drawn from, warped; one-hot at T = 0); returns it and the row its early stops
+        read (:func:`~specdec_lite.drafting.proposers.early_stop`)."""
         s = state.sampling
         if s.greedy and state.stops_early:  # row is the T = 1 row
             token = int(row.argmax())
             q_i[token] = 1.0
-            return token, float(row[token])
+            return token, row
         q_i[:] = s.warp(row)
         token = int(q_i.argmax()) if s.greedy else sample(q_i, state.rng)
-        return token, float(q_i[token])
+        return token, q_i
 
     def _ask_proposer(self, state: SequenceState, k: int, slot: int) -> Proposal:
         """One sequence's proposal from a proposer that is not a model (checked as

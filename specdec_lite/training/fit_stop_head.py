@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specdec_lite.drafting.stop_head import features, fit_head, sigmoid
+from specdec_lite.drafting.stop_head import features, fit_head
 from specdec_lite.models.corpus import load_text
 from specdec_lite.pretrained import WEIGHTS_DIR, load_manifest, load_pretrained
 
@@ -52,7 +52,7 @@ def labelled(models: object, split: str, n_windows: int, seed: int
 
 def calibration(head: object, x: np.ndarray, y: np.ndarray) -> list[dict]:
     """Mean predicted chance and mean label in each tenth of the prediction."""
-    predicted = sigmoid(x @ np.asarray(head.weights) + head.bias)  # [m]
+    predicted = head.predict(x)  # [m]
     bins = np.minimum((predicted * 10).astype(int), 9)
     return [{"from": b / 10, "n": int((bins == b).sum()),
              "predicted": round(float(predicted[bins == b].mean()), 4),
