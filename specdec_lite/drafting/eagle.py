@@ -199,14 +199,23 @@ class EagleDraft:
         """:func:`eagle_forward` on the target's backend: with the compiled (numba) one,
         the input map and the block run as one compiled call (:class:`fast.CompiledBlock`,
         the GPT's own kernels), equal to numpy's to float32 rounding."""
-        if getattr(self.target, "backend", "numpy") != "numba":
+        compiled = self.compiled_block()
+        if compiled is None:
             return eagle_forward(self.weights, features, embeddings, kv, start)
+        n = len(features)
+        bias = causal_bias(n) if n > 1 else np.zeros((1, 1), dtype=np.float32)  # [n, n]
+        return compiled(np.concatenate([features, embeddings], axis=1), kv, start, bias)
+
+    def compiled_block(self) -> fast.CompiledBlock | None:
+        """The layer compiled (made on first use) when the target runs on the numba
+        backend, else None. The compiled step of :mod:`specdec_lite.engine.compiled_step`
+        drafts with it inside its kernel."""
+        if getattr(self.target, "backend", "numpy") != "numba":
+            return None
         if self._compiled is None:
             w = self.weights
             self._compiled = fast.CompiledBlock(w.in_w, w.in_b, w.block, w.n_head, LN_EPS)
-        n = len(features)
-        bias = causal_bias(n) if n > 1 else np.zeros((1, 1), dtype=np.float32)  # [n, n]
-        return self._compiled(np.concatenate([features, embeddings], axis=1), kv, start, bias)
+        return self._compiled
 
     def embed(self, tokens: np.ndarray, positions: np.ndarray) -> np.ndarray:  # [n] -> [n, d]
         """The target's input embedding of ``tokens`` at ``positions``."""
@@ -252,8 +261,10 @@ class EagleDraft:
         state.length = n - 1
         tokens = np.zeros(k, dtype=np.int64)  # [k]
         q = np.zeros((k, self.vocab_size))  # [k, V]
+        compiled = self.target.compiled  # its LM head in the compiled step's arithmetic
         for i in range(k):
-            logits = predicted @ self.target.unembed  # [V]
+            logits = (predicted @ self.target.unembed if compiled is None
+                      else compiled.readout(predicted[None])[0])  # [V]
             q[i] = sampling.warp(self.target.rows_from_logits(logits[None],
                                                               sampling.temperature))[0]
             tokens[i] = int(q[i].argmax()) if sampling.greedy else sample(q[i], rng)

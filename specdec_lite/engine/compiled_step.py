@@ -10,9 +10,11 @@ call of a kernel of :mod:`specdec_lite.engine.step_kernels`:
 - with a GPT draft on the numba backend (a plain
   :class:`~specdec_lite.drafting.proposers.ModelDraft`), the whole step: the draft's
   forwards and draws, the target's forward, the rule, the bonus or correction token;
-- with any other proposer (prompt lookup, an n-gram draft, the EAGLE drafter, a draft
-  that stops when unsure), the proposer is asked in Python as before and the verification
-  runs compiled: the target's forward, the rule, the extra token;
+- with the EAGLE drafter on the run's target cache, the whole step too: the features read,
+  the drafter's catch-up and drafts, the target's forward, the rule, the extra token;
+- with any other proposer (prompt lookup, an n-gram draft), the proposer is asked in
+  Python as before and the verification runs compiled: the target's forward, the rule,
+  the extra token;
 - with k = 0, the plain step.
 
 It is the Python step, operation for operation: the same rows, the same uniforms from the
@@ -35,7 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..drafting.proposers import ModelDraft
+from ..drafting.eagle import EagleDraft
+from ..drafting.proposers import FeatureView, ModelDraft
 from ..models.bound import BoundModel
 from ..models.transformer import TransformerModel
 from .decode import Step, ask_proposer, cut_at_eos, speculative_step
@@ -90,6 +93,28 @@ def drafts_in_kernel(proposer: object | None) -> bool:
     return type(proposer) is ModelDraft and _parts(proposer.model) is not None
 
 
+def eagle_in_kernel(proposer: object | None, target: object) -> EagleDraft | None:
+    """The EAGLE drafter when the compiled step drafts ``proposer``'s tokens itself: its
+    per-run view (:meth:`~specdec_lite.drafting.eagle.EagleDraft.for_sequence`) reading the
+    features of ``target``, the run's target on its own cache, with the layer compiled.
+    Else None."""
+    if type(proposer) is not FeatureView or type(proposer.drafter) is not EagleDraft:
+        return None
+    drafter = proposer.drafter
+    if (not isinstance(target, BoundModel) or drafter.target is not target.model
+            or proposer.read_features != target.hidden or drafter.compiled_block() is None):
+        return None
+    return drafter
+
+
+def eagle_code(drafter: EagleDraft) -> tuple:
+    """What the EAGLE kernel takes of ``drafter``: its compiled layer's weights and tiles,
+    paths, heads and eps (the LM head it reads out by is the target's)."""
+    block = drafter.compiled_block()
+    return (block.in_w, *block.in_tiled, block.in_b, block.weights, block.tiled, block.paths,
+            block.n_head, block.eps)
+
+
 def stop_code(proposer: ModelDraft) -> np.ndarray:
     """A draft's early stops as the speculative kernel reads them: [6] = (min_confidence
     or 0, the risk stop's head weights and bias, its max_risk or 0); zeros: no stop."""
@@ -121,6 +146,7 @@ class CompiledStep:
         self.clock = clock_source()
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
+        self.eagle: tuple | None = None  # (the EAGLE drafter, what the kernel takes of it)
 
     def _parts_of(self, model: BoundModel) -> tuple:
         """:func:`_parts` of ``model`` plus its cache's [length, n_causal] array, kept."""
@@ -142,6 +168,7 @@ class CompiledStep:
         draft = proposer.model if asked and drafts_in_kernel(proposer) else None
         if draft is not None:
             _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
+        eagle = eagle_in_kernel(proposer, target) if asked and draft is None else None
         if len(seq) + k > min(gpt.config.max_len, t_cache.capacity) or (
                 draft is not None
                 and len(seq) + k - 1 > min(draft.model.config.max_len, d_cache.capacity)):
@@ -166,6 +193,20 @@ class CompiledStep:
                 d_state, seq, k, temperature, code, draw, state, stop_code(proposer),
                 drafted, out, self.times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
+            emitted, extra = out[:n_out], EXTRA[extra_code]
+            drafted = drafted[:m]
+            gen.n_draft_calls += m
+        elif eagle is not None:
+            drafted = np.empty(k, dtype=np.int64)  # [k]
+            out = np.empty(k + 1, dtype=np.int64)  # [k + 1]
+            draw, state = self._uniforms(rng)
+            e_state = proposer.state
+            e_length = np.array([e_state.length], dtype=np.int64)
+            accepted, n_out, extra_code, n_times, m = in_kernel(
+                self.kernels.eagle, t_model, t_arrays, t_state, self._eagle_code(eagle),
+                e_state.kv, e_state.tokens, e_length, seq, k, temperature, code, draw, state,
+                drafted, out, self.times, clock)
+            e_state.length = int(e_length[0])
             emitted, extra = out[:n_out], EXTRA[extra_code]
             drafted = drafted[:m]
             gen.n_draft_calls += m
@@ -196,6 +237,12 @@ class CompiledStep:
         gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
                               extra))
         return emitted, hit_eos
+
+    def _eagle_code(self, drafter: EagleDraft) -> tuple:
+        """:func:`eagle_code` of ``drafter``, gathered once per run."""
+        if self.eagle is None or self.eagle[0] is not drafter:
+            self.eagle = (drafter, eagle_code(drafter))
+        return self.eagle[1]
 
     def _uniforms(self, rng: np.random.Generator) -> tuple[int, int]:
         """``rng``'s uniform source, looked up once per run

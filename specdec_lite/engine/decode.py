@@ -399,10 +399,12 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     tail = np.resize(prompt[::-1], k_max)  # [k_max] stand-in drafts where none are proposed
     timed_target = fresh(model)  # the timing runs on caches of its own
     timed = for_run(proposer, timed_target)
-    from .compiled_step import drafts_in_kernel, step_for  # they build on this module's Step
-    step = step_for(timed_target, timed, sampling, rule) or speculative_step  # as the runs will
-    # a proposer asked in Python may answer with fewer than k tokens: pad them to k
-    asked = timed if drafts_in_kernel(timed) else Padded(timed, tail)
+    from .compiled_step import drafts_in_kernel, eagle_in_kernel, step_for  # they build on
+    step = step_for(timed_target, timed, sampling, rule) or speculative_step  # this module
+    # a proposer asked in Python may answer with fewer than k tokens: pad them to k (the
+    # kernels' own drafters, a GPT's or the EAGLE drafter's, draft k within the windows)
+    in_kernel = drafts_in_kernel(timed) or eagle_in_kernel(timed, timed_target) is not None
+    asked = timed if in_kernel else Padded(timed, tail)
 
     def run_step(k: int) -> None:
         gen = Generation(tokens=prompt[:0], prompt=prompt)

@@ -6,7 +6,9 @@ on the numba backend as one compiled call.
   risk stop, if any), the target's forward, the exact (or greedy) rule and the bonus or
   correction token, writing both caches in place;
 - :func:`verify_kernel`: the same verification for tokens proposed outside (prompt lookup,
-  an n-gram draft, the EAGLE drafter);
+  an n-gram draft);
+- :func:`eagle_kernel`: the EAGLE drafter's step: its catch-up on the target's features,
+  its drafts through the target's LM head, then the same verification;
 - :func:`tree_kernel`: a greedy Medusa step's verification: the tree's forward, the test
   of each node, the kept path committed to the cache.
 
@@ -213,19 +215,102 @@ def _stop_after(row, token, stop, chance):
     return False, chance
 
 
-def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
-                  emitted, times, clock):
-    """The verification half of a speculative step, for tokens proposed outside the kernel
-    (prompt lookup, an n-gram draft, the EAGLE drafter): ``drafted`` [k] (k may be 0) after
-    ``seq``, drawn from the rows ``q`` [k, V], checked by one target forward and the rule,
-    then the bonus or correction token. Returns (accepted, emitted, extra code, timings)."""
-    n, k = seq.shape[0], drafted.shape[0]
+def eagle_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
+                 temperature, rule, draw, state, drafted, emitted, times, clock):
+    """A speculative step with the EAGLE drafter, as
+    :meth:`~specdec_lite.drafting.eagle.EagleDraft.propose_with` drafts and
+    :func:`verify_kernel` verifies: read the target's features of ``seq[:-1]`` (a forward
+    of what its cache lacks), catch the drafter's cache (``e_kv`` [2, H, capacity,
+    d_head], the tokens it was built from ``e_tokens``, its length ``e_state`` [1]) up
+    from where it still agrees with ``seq``, then draft up to ``k`` tokens into
+    ``drafted``, each read out by the target's LM head. ``eagle`` is (input map and its
+    tiles, input bias, the block's weights and tiles, paths, heads, eps). Returns
+    (accepted, emitted, extra code, timings, drafted)."""
+    in_w, in_p, in_pb, in_b, weights, tiled, paths, n_head, eps = eagle
+    wte, wpe, t_weights, t_tiled, t_paths = target[0], target[1], target[2], target[3], target[4]
+    unembed = t_weights[10]  # [d, V] the target's LM head, as its forward reads it
+    no_bias = np.zeros(unembed.shape[1], dtype=np.float32)
+    n = seq.shape[0]
+    d, v = wte.shape[1], unembed.shape[1]
+    k = min(k, e_tokens.shape[0] - n)  # the drafter's window (capacity = max_len)
+    if k <= 0 or n < 2:
+        return _verified(target, t_cache, t_state, seq, drafted[:0], np.empty((0, v)),
+                         temperature, rule, draw, state, emitted, times, np.int64(0), clock)
+    common = _sync(seq[: n - 1], t_cache[1], t_state)  # the features of seq[:-1]
+    n_times = _append(target, t_cache, t_state, seq[common : n - 1], times, np.int64(0),
+                      TARGET, clock)
+    m = min(e_state[0] + 1, n)  # EagleState.reusable: entry j needs seq[:j + 2] unchanged
+    same = m
+    for i in range(m):
+        if seq[i] != e_tokens[i]:
+            same = i
+            break
+    m = min(max(0, min(e_state[0], same - 1)), n - 2)
+    rows = n - 1 - m
+    inp = np.empty((rows, 2 * d), dtype=np.float32)  # [features f_m..f_{n-2}, embeddings]
+    for r in range(rows):
+        inp[r, :d] = t_cache[3][m + r]
+        inp[r, d:] = wte[seq[m + 1 + r]] + wpe[m + 1 + r]
+    bias = np.zeros((rows, rows if rows > 1 else 1), dtype=np.float32)  # [rows, rows]
+    for r in range(rows):
+        for c in range(r + 1, rows):
+            bias[r, c] = -np.inf
+    h, cap, dh = e_kv.shape[1], e_kv.shape[2], e_kv.shape[3]
+    kv = e_kv.reshape((2, 1, h, cap, dh))
+    out = np.empty((rows, d), dtype=np.float32)
+    fast.block_forward(inp, in_w, in_p, in_pb, in_b, kv, np.int64(m), bias, n_head, eps,
+                       paths, weights, tiled, out)
+    e_tokens[:n] = seq
+    e_state[0] = n - 1
+    predicted = out[rows - 1 : rows]  # [1, d] f^_{n-1}
     ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
+    ctx[:n] = seq
+    q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
+    logits = np.empty((1, v), dtype=np.float32)
+    one = np.empty((1, 2 * d), dtype=np.float32)
+    one_bias = np.zeros((1, 1), dtype=np.float32)
+    for i in range(k):
+        fast.linear_rows(predicted, unembed, t_tiled[8], t_tiled[9], no_bias, logits,
+                         t_paths)  # CompiledForward.readout
+        _rows(logits, temperature, q[i : i + 1])
+        token = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
+        ctx[n + i] = token
+        if i + 1 < k:  # entry n-1+i reads its own prediction and token x_{i+1}
+            one[0, :d] = predicted[0]
+            one[0, d:] = wte[token] + wpe[n + i]
+            step_out = np.empty((1, d), dtype=np.float32)
+            fast.block_forward(one, in_w, in_p, in_pb, in_b, kv, np.int64(n - 1 + i),
+                               one_bias, n_head, eps, paths, weights, tiled, step_out)
+            predicted = step_out
+    drafted[:k] = ctx[n:]
+    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
+                                      draw, state, emitted, times, n_times, clock)
+    return accepted, accepted + 1, extra, n_times, k
+
+
+def _verified(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
+              emitted, times, n_times, clock):
+    """:func:`verify_kernel`'s work after ``n_times`` timings; returns its answer and the
+    number of tokens drafted."""
+    n, k = seq.shape[0], drafted.shape[0]
+    ctx = np.empty(n + k, dtype=np.int64)
     ctx[:n] = seq
     ctx[n:] = drafted
     accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
-                                      draw, state, emitted, times, np.int64(0), clock)
-    return accepted, accepted + 1, extra, n_times
+                                      draw, state, emitted, times, n_times, clock)
+    return accepted, accepted + 1, extra, n_times, k
+
+
+def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
+                  emitted, times, clock):
+    """The verification half of a speculative step, for tokens proposed outside the kernel
+    (prompt lookup, an n-gram draft): ``drafted`` [k] (k may be 0) after ``seq``, drawn
+    from the rows ``q`` [k, V], checked by one target forward and the rule, then the bonus
+    or correction token. Returns (accepted, emitted, extra code, timings)."""
+    accepted, n_out, extra, n_times, _ = _verified(target, t_cache, t_state, seq, drafted, q,
+                                                   temperature, rule, draw, state, emitted,
+                                                   times, np.int64(0), clock)
+    return accepted, n_out, extra, n_times
 
 
 def _check(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, emitted,
@@ -319,6 +404,7 @@ class Kernels(NamedTuple):
     plain: object
     speculative: object
     verify: object
+    eagle: object
     tree: object
 
 
@@ -333,11 +419,11 @@ def compiled_kernels() -> Kernels:
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
     for name in ("_rows", "_sample", "_sync", "_forward_block", "_append", "_check",
-                 "_stop_after"):
+                 "_stop_after", "_verified"):
         scope[name] = jit(scope[name])
     return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(verify_kernel),
-                   jit(tree_kernel))
+                   jit(eagle_kernel), jit(tree_kernel))
 
 
-__all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "plain_kernel",
+__all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_kernel", "plain_kernel",
            "speculative_kernel", "tree_kernel", "verify_kernel"]

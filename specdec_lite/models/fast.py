@@ -444,6 +444,15 @@ class CompiledForward:
         self(np.zeros((1, d), dtype=np.float32), kv, 0, None)
         self(np.zeros((1, d), dtype=np.float32), kv, 1, np.zeros((1, 1), dtype=np.float32))
 
+    def readout(self, hidden: np.ndarray) -> np.ndarray:  # [n, d] -> [n, V]
+        """The LM head alone: logits of final hidden states, as the forward computes them."""
+        unembed = self.weights[10]  # [d, V]
+        logits = np.empty((len(hidden), unembed.shape[1]), dtype=np.float32)
+        linear_rows(np.ascontiguousarray(hidden, dtype=np.float32), unembed, self.tiled[8],
+                    self.tiled[9], np.zeros(unembed.shape[1], dtype=np.float32), logits,
+                    self.paths)
+        return logits
+
     @property
     def skinny_rows(self) -> list[int]:
         """The block sizes this forward sends to the skinny kernel, as measured when it

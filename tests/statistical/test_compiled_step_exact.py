@@ -2,9 +2,10 @@
 backend, whose every step runs in one compiled call (specdec_lite.engine.compiled_step),
 samples whole continuations from the target's law, enumerated exactly from the same
 compiled target. The same for proposers asked in Python whose tokens the compiled step
-verifies: prompt lookup (one-hot rows) and a Markov draft (rows of its own). Pearson's
-chi-square stays below its 0.1% critical value; the greedy rule at T > 0 (lossy), run
-through the same compiled step, exceeds it at the same N.
+verifies: prompt lookup (one-hot rows) and a Markov draft (rows of its own); and for a
+random EAGLE drafter, which drafts inside its own kernel. Pearson's chi-square stays below
+its 0.1% critical value; the greedy rule at T > 0 (lossy), run through the same compiled
+steps, exceeds it at the same N.
 Needs numba.
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from support import TINY, chi2_critical, chi2_statistic, enumerate_sequences, random_params
 
+from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import speculative_generate
@@ -32,6 +34,14 @@ def gpt(seed: int, scale: float) -> TransformerModel:
     params = random_params(TINY, seed)
     params["wte"] = params["wte"] * scale
     return TransformerModel(TINY, params, backend="numba")
+
+
+def eagle(target: TransformerModel, seed: int = 5) -> EagleDraft:
+    """A random EAGLE drafter for ``target``: its rows differ from the target's."""
+    rng = np.random.default_rng(seed)
+    arrays = {name: 0.5 * rng.standard_normal(shape)
+              for name, shape in eagle_shapes(TINY.d_model).items()}
+    return EagleDraft(target, EagleWeights.from_arrays(arrays, TINY.n_head))
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +65,7 @@ def test_the_runs_below_take_the_compiled_step(pair):
     for proposer in (own_draft, PromptLookup(), ModelDraft(MARKOV)):
         assert isinstance(compiled_step.step_for(own, proposer, Sampling(1.0), "exact"),
                           compiled_step.CompiledStep)
+    assert compiled_step.eagle_in_kernel(eagle(target).for_sequence(own), own) is not None
 
 
 @pytest.mark.parametrize(("k", "temperature"), [(1, 1.0), (3, 1.0), (2, 0.6), (4, 1.5)])
@@ -89,4 +100,19 @@ def test_the_greedy_rule_on_a_proposer_asked_in_python_fails_the_same_test(pair)
     expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
     stat, df = chi2_statistic(samples(target, ModelDraft(MARKOV), 2, 1.0, rule="greedy"),
                               expected)
+    assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"
+
+
+@pytest.mark.parametrize(("k", "temperature"), [(3, 1.0), (2, 0.6)], ids=["k3-T1", "k2-T0.6"])
+def test_the_eagle_kernel_samples_the_target_law(pair, k, temperature):
+    target = pair[0]
+    expected = enumerate_sequences(target, PROMPT, LENGTH, temperature)
+    stat, df = chi2_statistic(samples(target, eagle(target), k, temperature), expected)
+    assert stat < chi2_critical(df), f"chi2={stat:.1f} exceeds the 0.1% critical value (df={df})"
+
+
+def test_the_greedy_rule_through_the_eagle_kernel_fails_the_same_test(pair):
+    target = pair[0]
+    expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
+    stat, df = chi2_statistic(samples(target, eagle(target), 2, 1.0, rule="greedy"), expected)
     assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"

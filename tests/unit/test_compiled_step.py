@@ -195,6 +195,12 @@ def test_used_only_where_it_applies(pair):
     for proposer in (None, PromptLookup(), ModelDraft(numpy_draft).for_sequence(bound),
                      ModelDraft(draft)):  # the last not on a cache of its own
         assert not compiled_step.drafts_in_kernel(proposer), proposer
+    eagle = eagle_draft(target)
+    assert compiled_step.eagle_in_kernel(eagle.for_sequence(bound), bound) is eagle
+    for proposer, run_target in ((eagle.for_sequence(target.bound()), bound),  # other features
+                                 (eagle, bound),  # not the per-run view
+                                 (eagle.for_sequence(bound), target)):  # no cache of its own
+        assert compiled_step.eagle_in_kernel(proposer, run_target) is None
     numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
     for args in [(numpy_target.bound(), own_draft, hot, "exact"),  # the numpy forward
                  (target, own_draft, hot, "exact"),  # not on a cache of its own
@@ -325,7 +331,8 @@ def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step,
     kernel_calls = []
     real = compiled_step.in_kernel
     monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda *args: kernel_calls.append(1) or real(*args))
+                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
+    kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
             return speculative_generate(target, proposer, LOOPY, k=4, max_new_tokens=24,
@@ -333,9 +340,37 @@ def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step,
         kernel_calls.clear()
         compiled = decode()
         assert len(kernel_calls) == len(compiled.steps)  # every step verified compiled
+        # the EAGLE drafter and a GPT draft draft inside their kernels; the others are asked
+        # in Python
+        drafting = [kernel for kernel, step in zip(kernel_calls, compiled.steps, strict=True)
+                    if step.proposed]
+        expected = {"eagle": kernels.eagle, "unsure": kernels.speculative}.get(kind,
+                                                                                kernels.verify)
+        assert drafting and all(kernel is expected for kernel in drafting)
         python = python_step(decode)
         assert same_run(compiled, python), (kind, seed, compiled.tokens, python.tokens)
         assert any(step.proposed for step in compiled.steps)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_eagle_kernel_leaves_the_drafter_cache_as_the_python_step(pair, python_step,
+                                                                      temperature):
+    """The drafter's own cache after a run (entries, the tokens they were built from,
+    their count) is the Python step's, so either step can take over from the other."""
+    target = pair[0]
+    drafter = eagle_draft(target)
+    states = []
+    for run in (lambda f: f(), python_step):
+        bound = target.bound(target.new_state())
+        view = drafter.for_sequence(bound)
+        run(lambda b=bound, v=view: speculative_generate(
+            b, v, LOOPY, k=3, max_new_tokens=20, temperature=temperature, seed=4))
+        states.append(view.state)
+    compiled, python = states
+    assert compiled.length == python.length > len(LOOPY)
+    n = compiled.length
+    assert compiled.tokens[: n + 1].tolist() == python.tokens[: n + 1].tolist()
+    assert np.allclose(compiled.kv[:, :, :n], python.kv[:, :, :n], atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["lookup", "eagle"])
