@@ -4,8 +4,9 @@
 
 On the compiled forward, for prompt lookup (k = 4), the n-gram draft (k = 3) and the
 EAGLE-style drafter (k = 3) at T = 0 and T = 1: each held-out prompt decoded with the
-compiled step (its tokens proposed in Python, verified in one compiled call) and with the
-Python step, alternately, in one process. Prints and writes the median wall time of each,
+compiled step (prompt lookup's and the n-gram's tokens proposed in Python and verified in
+one compiled call; the EAGLE drafter's whole step in its own kernel) and with the Python
+step, alternately, in one process. Prints and writes the median wall time of each,
 the median of the per-run ratios (Python ÷ compiled: above 1, the compiled verification
 is faster) with its bootstrap 95% CI, and the machine. Both arms emit the same tokens
 (checked here too). It once showed the EAGLE drafter slower compiled: its verification

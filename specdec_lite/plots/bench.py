@@ -115,6 +115,31 @@ def plot_kernel_curves(curves: dict) -> plt.Figure:
     return fig
 
 
+def plot_curves_by_cpu(files: list[dict]) -> plt.Figure:
+    """The target's T(n)/T(1) on each machine (one panel each, titled with its CPU): the
+    numpy and the compiled forward under each OpenBLAS kernel, from loaded
+    ``python -m specdec_lite.bench.curves`` files. T(1) of each curve is in its legend."""
+    fig, axes = plt.subplots(1, len(files), figsize=(4.6 * len(files), 3.6), sharey=True,
+                             squeeze=False)
+    colors = {"numpy": COLORS["target"], "numba": COLORS["draft"]}
+    for ax, data in zip(axes[0], files, strict=True):
+        for curve in data["curves"]:
+            line = "o-" if curve["kernel"] == "SkylakeX" else "s--"
+            ax.plot(curve["n"], curve["ratio"], line, color=colors.get(curve["backend"]),
+                    mfc="white" if curve["kernel"] != "SkylakeX" else None,
+                    label=f"{curve['backend']}, {curve['kernel']}: "
+                          f"T(1) = {curve['target_s'][0] * 1e3:.2f} ms")
+        ax.axhline(1.0, color="#b0b0b0", lw=0.8)
+        machine = data["machine"]
+        ax.set_title(f"{machine['cpu_model']} ({machine['cpu_count']} cores)")
+        ax.set_xlabel("n (new tokens in one target forward)")
+        ax.legend(fontsize=7.5, loc="upper left")
+    axes[0, 0].set_ylabel("T(n) / T(1)")
+    axes[0, 0].set_ylim(0, None)
+    fig.tight_layout()
+    return fig
+
+
 def plot_reproduction(comparison: dict, ax: plt.Axes | None = None) -> plt.Figure:
     """Each measured row's speedup in a second run (y) against the reference run (x), both
     with their 95% CIs, from ``bench.compare_runs``; rows whose new median falls outside the

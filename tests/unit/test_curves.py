@@ -16,7 +16,7 @@ from specdec_lite.bench import curves, kernels_summary, read_json  # noqa: E402
 from specdec_lite.models import fast  # noqa: E402
 from specdec_lite.models.kernels import LN_EPS, causal_bias  # noqa: E402
 from specdec_lite.models.transformer import TransformerModel  # noqa: E402
-from specdec_lite.plots import plot_kernel_curves  # noqa: E402
+from specdec_lite.plots import plot_curves_by_cpu, plot_kernel_curves  # noqa: E402
 
 COMMITTED = RESULTS / "kernel_curves.json"
 
@@ -67,6 +67,20 @@ def test_plot_kernel_curves_draws_one_panel_per_kernel() -> None:
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert len(panels) == len({c["kernel"] for c in data["curves"]})
     assert all(len(ax.get_lines()) >= 2 for ax in panels)  # both backends, or one + the 1 line
+
+
+def test_plot_curves_by_cpu_draws_one_panel_per_machine_with_every_curve() -> None:
+    files = [curves.read_curves(RESULTS / name)
+             for name in ("kernel_curves.json", "kernel_curves_amd.json")]
+    fig = plot_curves_by_cpu(files)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(" (")[0] for ax in panels] == [
+        data["machine"]["cpu_model"] for data in files]
+    for ax, data in zip(panels, files, strict=True):
+        drawn = [line for line in ax.get_lines() if line.get_label()[0] != "_"]
+        assert len(drawn) == len(data["curves"])  # each (backend, kernel), and the 1 line
+        for line, curve in zip(drawn, data["curves"], strict=True):
+            assert list(line.get_ydata()) == curve["ratio"]
 
 
 def test_a_child_process_loads_the_kernel_it_is_told() -> None:

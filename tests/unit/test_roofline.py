@@ -228,10 +228,11 @@ def test_read_sizes_names_the_file(tmp_path):
     path.write_text("{")
     with pytest.raises(ValueError, match="bad.json"):
         roofline.read_sizes(path)
-    data, costs = roofline.read_sizes(ROOT / "results" / "roofline_sizes.json")  # committed
-    assert [(c.d_in, c.d_out) for c in costs[::2]] == list(roofline.SIZES)
-    assert [c.kernel for c in costs] == list(roofline.KERNELS) * len(roofline.SIZES)
-    assert all(c.seconds.shape == (data["settings"]["repeats"], 8) for c in costs)
+    for name in ("roofline_sizes.json", "roofline_sizes_amd.json"):  # committed: Xeon, AMD
+        data, costs = roofline.read_sizes(ROOT / "results" / name)
+        assert [(c.d_in, c.d_out) for c in costs[::2]] == list(roofline.SIZES)
+        assert [c.kernel for c in costs] == list(roofline.KERNELS) * len(roofline.SIZES)
+        assert all(c.seconds.shape == (data["settings"]["repeats"], 8) for c in costs)
 
 
 def test_cache_sizes_read_linux_s_description(tmp_path):
