@@ -105,14 +105,8 @@ def plot_kernel_curves(curves: dict) -> plt.Figure:
             ax.plot(curve["n"], curve["ratio"], marker, color=color,
                     label=f"{curve['backend']}: T(1) = {curve['target_s'][0] * 1e3:.2f} ms, "
                           f"c = {curve['c']:.2f}")
-        ax.axhline(1.0, color="#b0b0b0", lw=0.8)
-        ax.set_title(f"OpenBLAS kernel {kernel}")
-        ax.set_xlabel("n (new tokens in one target forward)")
-        ax.legend(fontsize=8, loc="upper left")
-    axes[0, 0].set_ylabel("T(n) / T(1)")
-    axes[0, 0].set_ylim(0, None)
-    fig.tight_layout()
-    return fig
+        _ratio_panel(ax, f"OpenBLAS kernel {kernel}", 8)
+    return _ratio_figure(fig, axes)
 
 
 def plot_curves_by_cpu(files: list[dict]) -> plt.Figure:
@@ -129,11 +123,21 @@ def plot_curves_by_cpu(files: list[dict]) -> plt.Figure:
                     mfc="white" if curve["kernel"] != "SkylakeX" else None,
                     label=f"{curve['backend']}, {curve['kernel']}: "
                           f"T(1) = {curve['target_s'][0] * 1e3:.2f} ms")
-        ax.axhline(1.0, color="#b0b0b0", lw=0.8)
         machine = data["machine"]
-        ax.set_title(f"{machine['cpu_model']} ({machine['cpu_count']} cores)")
-        ax.set_xlabel("n (new tokens in one target forward)")
-        ax.legend(fontsize=7.5, loc="upper left")
+        _ratio_panel(ax, f"{machine['cpu_model']} ({machine['cpu_count']} cores)", 7.5)
+    return _ratio_figure(fig, axes)
+
+
+def _ratio_panel(ax: plt.Axes, title: str, legend_size: float) -> None:
+    """A panel of T(n)/T(1) curves: the flat line at 1, its title, axis and legend."""
+    ax.axhline(1.0, color="#b0b0b0", lw=0.8)
+    ax.set_title(title)
+    ax.set_xlabel("n (new tokens in one target forward)")
+    ax.legend(fontsize=legend_size, loc="upper left")
+
+
+def _ratio_figure(fig: plt.Figure, axes: np.ndarray) -> plt.Figure:
+    """A row of :func:`_ratio_panel` panels sharing y, labelled on the first, from 0 up."""
     axes[0, 0].set_ylabel("T(n) / T(1)")
     axes[0, 0].set_ylim(0, None)
     fig.tight_layout()
