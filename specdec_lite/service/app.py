@@ -48,7 +48,6 @@ import math
 import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Request
@@ -68,12 +67,11 @@ DISCONNECT_POLL_S = 0.1
 
 @dataclass(frozen=True)
 class ServiceConfig:
-    """Everything a server needs to start; see ``python -m specdec_lite serve --help``."""
+    """How the HTTP layer answers; see ``python -m specdec_lite serve --help``. What the
+    engine runs with (the data directory, the batch and queue sizes, each request's
+    deadline) is the :class:`~specdec_lite.service.runtime.Runtime`'s alone, so a new
+    request and a resumed one get the same deadline."""
 
-    data_dir: Path | None = None  # the journal lives here; None: no journal
-    max_batch: int = 16
-    max_queue: int = 64
-    deadline_s: float = 60.0
     max_body_bytes: int = 16_384
     api_key: str | None = None  # when set, /v1/* needs "Authorization: Bearer <key>"
     allowed_hosts: tuple[str, ...] = ("*",)  # Host header values answered; others get 400
@@ -318,7 +316,7 @@ def create_app(config: ServiceConfig, runtime) -> FastAPI:
                 job = None
         if job is None:
             job = Job(id=job_id, prompt=prompt_ids, settings=settings,
-                      deadline=time.monotonic() + config.deadline_s)
+                      deadline=time.monotonic() + runtime.deadline_s)
             if not scheduler.alive:
                 return JSONResponse({"detail": "the engine is not running"}, 503)
             try:

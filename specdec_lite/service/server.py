@@ -159,9 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::") \
             and hosts != ("*",):
         hosts += (args.host,)
-    config = ServiceConfig(data_dir=data_dir, max_batch=args.max_batch,
-                           max_queue=args.max_queue, deadline_s=args.deadline,
-                           api_key=args.api_key or None, allowed_hosts=hosts or ("*",),
+    config = ServiceConfig(api_key=args.api_key or None, allowed_hosts=hosts or ("*",),
                            docs=args.docs)
     try:
         factory = EngineFactory.shipped(args.backend,

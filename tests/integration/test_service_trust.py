@@ -260,8 +260,7 @@ def test_a_failed_request_runs_again_when_retried(tmp_path, models):
                             models.heads, inject_fault=slow_step)
     short = Runtime(data_dir=data_dir, max_batch=4, max_queue=8, deadline_s=0.1,
                     factory=factory)
-    config = ServiceConfig(data_dir=data_dir, deadline_s=0.1)
-    with TestClient(create_app(config, short)) as client:
+    with TestClient(create_app(ServiceConfig(), short)) as client:
         first = client.post("/v1/completions", json=body)
         assert first.status_code == 504, first.text
     with start_server(data_dir=data_dir, log_path=tmp_path / "log") as patient:
