@@ -114,6 +114,40 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
     assert min(lengths) < 6 and len(lengths) > 1, lengths
 
 
+@pytest.mark.parametrize(("temperature", "rule"),
+                         [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
+def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, python_step,
+                                                                     monkeypatch, temperature,
+                                                                     rule):
+    """The shipped EAGLE drafter on the shipped target (trained weights, whose drafts the
+    target mostly accepts, unlike a random drafter's): every drafting step runs in the
+    EAGLE kernel, with the Python step's tokens, steps and counts."""
+    from specdec_lite.pretrained import load_eagle
+
+    drafter = load_eagle(shipped.target)
+    prompt = shipped.tokenizer.encode("class Stack:\n    def push(self, item):\n        ")
+    kernel_calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda *args: kernel_calls.append(args[0]) or real(*args))
+    kernels = compiled_step.compiled_kernels()
+    accepted = corrected = 0
+    for seed in range(3):
+        def decode(seed=seed):
+            return speculative_generate(shipped.target, drafter, prompt, k=4,
+                                        max_new_tokens=60, temperature=temperature, rule=rule,
+                                        seed=seed)
+        kernel_calls.clear()
+        compiled = decode()
+        assert kernel_calls == [kernels.eagle if step.proposed else kernels.plain
+                                for step in compiled.steps]
+        python = python_step(decode)
+        assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
+        accepted += compiled.n_accepted
+        corrected += sum(step.extra == "correction" for step in compiled.steps)
+    assert accepted > 60 and corrected > 0  # drafts taken and drafts turned down
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_plain_decoding_is_the_same_run(pair, python_step, temperature):
     target = pair[0]
