@@ -276,6 +276,21 @@ def measure_peak_flops(size: int = 1024, repeats: int = 3, seed: int = 0) -> flo
     return layer_flops(size, size, size) / best
 
 
+def by_layer(costs: Sequence[RowsCost]) -> list[list[RowsCost]]:
+    """``costs`` grouped by layer (name and shape), each group its kernels' costs, in the
+    order the layers first appear."""
+    keys = list(dict.fromkeys((c.name, c.d_in, c.d_out) for c in costs))
+    return [[c for c in costs if (c.name, c.d_in, c.d_out) == key] for key in keys]
+
+
+def layer_roofline(layer: Sequence[RowsCost], peak_flops: float) -> np.ndarray:
+    """The roofline's r(n) [N] of one layer (its kernels' costs, as :func:`by_layer`
+    groups them), through the fastest kernel's T(1)."""
+    first = layer[0]
+    return roofline_ratio(first.ns, first.d_in, first.d_out,
+                          min(c.median[0] for c in layer), peak_flops)
+
+
 def format_rows_cost(costs: Sequence[RowsCost], peak_flops: float) -> str:
     """One line per measured layer and kernel: its size, T(1) and the median r(n); then,
     per layer, the roofline's r(n) through the faster kernel's T(1) (a bound computed from
@@ -287,16 +302,13 @@ def format_rows_cost(costs: Sequence[RowsCost], peak_flops: float) -> str:
     head = f"{'layer':16} {'MB':>6}  {'kernel':9} {'T(1)':>9}  " + " ".join(
         f"{f'r({n})':>5}" for n in ns[1:])
     lines = [head, "-" * len(head)]
-    layers = list(dict.fromkeys((c.name, c.d_in, c.d_out) for c in costs))
-    for name, d_in, d_out in layers:
-        mine = [c for c in costs if (c.name, c.d_in, c.d_out) == (name, d_in, d_out)]
+    for mine in by_layer(costs):
         for c in mine:
             one = c.median[0]
             shown = f"{one * 1e3:.2f} ms" if one >= 1e-4 else f"{one * 1e6:.1f} µs"
-            lines.append(f"{name:16} {c.megabytes:6.1f}  {c.kernel:9} {shown:>9}  "
+            lines.append(f"{c.name:16} {c.megabytes:6.1f}  {c.kernel:9} {shown:>9}  "
                          + " ".join(f"{x:5.2f}" for x in c.ratio[1:]))
-        fastest = min(c.median[0] for c in mine)
-        bound = roofline_ratio(ns, d_in, d_out, fastest, peak_flops)
+        bound = layer_roofline(mine, peak_flops)
         lines.append(f"{'':16} {'':6}  {'roofline':9} {'':9}  "
                      + " ".join(f"{x:5.2f}" for x in bound[1:]))
     return "\n".join(lines)

@@ -85,13 +85,17 @@ def _append(model, cache, state, toks, times, n_times, who, clock):
     (``TransformerModel.forward`` without positions or mask). Returns the number of
     timings in ``times``."""
     n = toks.shape[0]
-    depth = np.arange(n)  # [n]
-    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)  # [n, n] causal
+    return _forward_block(model, cache, state, toks, np.arange(n), _causal_bias(n), True,
+                          times, n_times, who, clock)
+
+
+def _causal_bias(n):
+    """[n, n] (at least [1, 1]): 0 where row r may attend column c <= r, -inf above."""
+    bias = np.zeros((n, n if n > 1 else 1), dtype=np.float32)
     for r in range(n):
         for c in range(r + 1, n):
             bias[r, c] = -np.inf
-    return _forward_block(model, cache, state, toks, depth, bias, True, times, n_times, who,
-                          clock)
+    return bias
 
 
 def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_times, who,
@@ -251,10 +255,7 @@ def eagle_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, 
     for r in range(rows):
         inp[r, :d] = t_cache[3][m + r]
         inp[r, d:] = wte[seq[m + 1 + r]] + wpe[m + 1 + r]
-    bias = np.zeros((rows, rows if rows > 1 else 1), dtype=np.float32)  # [rows, rows]
-    for r in range(rows):
-        for c in range(r + 1, rows):
-            bias[r, c] = -np.inf
+    bias = _causal_bias(rows)  # [rows, rows]
     h, cap, dh = e_kv.shape[1], e_kv.shape[2], e_kv.shape[3]
     kv = e_kv.reshape((2, 1, h, cap, dh))
     out = np.empty((rows, d), dtype=np.float32)
@@ -418,8 +419,8 @@ def compiled_kernels() -> Kernels:
     # no fastmath: the draws compare as the Python step's; the GIL released, as the
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
-    for name in ("_rows", "_sample", "_sync", "_forward_block", "_append", "_check",
-                 "_stop_after", "_verified"):
+    for name in ("_rows", "_sample", "_sync", "_forward_block", "_causal_bias", "_append",
+                 "_check", "_stop_after", "_verified"):
         scope[name] = jit(scope[name])
     return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(verify_kernel),
                    jit(eagle_kernel), jit(tree_kernel))

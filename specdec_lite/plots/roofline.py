@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..bench.roofline import RowsCost, roofline_ratio
+from ..bench.roofline import RowsCost, by_layer, layer_roofline
 from .common import COLORS
 
 
@@ -38,19 +38,18 @@ def plot_rows_cost(costs: Sequence[RowsCost], peak_flops: float,
     """One panel per layer: the median r(n) of every kernel measured on it with its 95%
     interval, the roofline through the faster kernel's T(1) (computed, dashed) and r(n) = n
     (dotted). ``machine`` goes into the title: measured timings name their machine."""
-    layers = list(dict.fromkeys((c.name, c.d_in, c.d_out) for c in costs))
+    layers = by_layer(costs)
     fig, axes = plt.subplots(1, len(layers), figsize=(3.7 * len(layers), 3.5), sharey=True,
                              squeeze=False)
     styles = {"numpy": ("o-", COLORS["target"]), "skinny": ("s-", COLORS["draft"])}
     top = max(max(float(c.ns[-1]), float(c.ratio.max())) for c in costs)  # intervals may run off
-    for ax, (name, d_in, d_out) in zip(axes[0], layers, strict=True):
-        mine = [c for c in costs if (c.name, c.d_in, c.d_out) == (name, d_in, d_out)]
-        ns = mine[0].ns
+    for ax, mine in zip(axes[0], layers, strict=True):
+        ns, (name, d_in, d_out) = mine[0].ns, (mine[0].name, mine[0].d_in, mine[0].d_out)
         for c in mine:
             marker, color = styles.get(c.kernel, ("^-", COLORS["theory"]))
             ax.errorbar(ns, c.ratio, yerr=_below_above(c.ratio, c.ratio_ci), fmt=marker,
                         color=color, ms=4, capsize=2, label=f"{_label(c)}, measured")
-        bound = roofline_ratio(ns, d_in, d_out, min(c.median[0] for c in mine), peak_flops)
+        bound = layer_roofline(mine, peak_flops)
         ax.plot(ns, bound, "--", color=COLORS["theory"], label="roofline (computed)")
         ax.plot(ns, ns, ":", color="#b0b0b0", label="r(n) = n")
         ax.set_title(f"{name}, {d_in}×{d_out} ({mine[0].megabytes:.1f} MB)", fontsize=9)
