@@ -46,6 +46,7 @@ from .native_calls import clock_source, uniform_source
 from .step_kernels import compiled_kernels
 
 EXTRA = ("bonus", "correction")  # the speculative kernel's extra-token codes
+RUN_EXTRA = (*EXTRA, "bonus")  # the run kernel's: 2 is a plain step's token after drafts
 RULE_CODES = {"exact": 0, "greedy": 1}
 UNTIMED = np.zeros(2, dtype=np.int64)  # no clock: the kernels time nothing
 
@@ -232,11 +233,74 @@ class CompiledStep:
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += 1
         if timed:
-            self._report(gpt, draft, n_times)
+            self._report(gpt, draft, self.times[:n_times])
         emitted, hit_eos = cut_at_eos(emitted, eos_id)
         gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
                               extra))
         return emitted, hit_eos
+
+    def run(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
+            max_new: int, sampling: object, rule: str, rng: np.random.Generator,
+            eos_id: int | None, gen: object) -> np.ndarray | None:
+        """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
+        ``eos_id``, in one compiled call (:func:`~specdec_lite.engine.step_kernels.
+        speculative_run_kernel`, or the plain one with no proposer or k = 0): the steps
+        :meth:`__call__` would take one by one, with the same draws, recorded in ``gen``
+        alike. Returns the new tokens, or None where the run's steps must go one by one:
+        a proposer asked in Python, a window or cache the run could pass (the step then
+        raises the error), a meter and no clock."""
+        drafting = proposer is not None and k > 0
+        if drafting and not drafts_in_kernel(proposer):
+            return None
+        _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
+        gpt, n0 = target.model, len(seq)
+        if n0 + max_new > min(gpt.config.max_len, t_cache.capacity):
+            return None
+        draft = proposer.model if drafting else None
+        if draft is not None:
+            _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
+            if n0 + max_new > min(draft.model.config.max_len, d_cache.capacity):
+                return None
+        timed = gpt.observer is not None or (draft is not None
+                                             and draft.model.observer is not None)
+        clock = self.clock if timed else UNTIMED
+        if clock is None:
+            return None
+        buf = np.empty(n0 + max_new, dtype=np.int64)  # [n0 + max_new] the sequence, then new
+        buf[:n0] = seq
+        times = np.zeros((max_new * (k + 1), 3))  # at most k + 1 forwards a step
+        draw, state = self._uniforms(rng)
+        temperature, code = sampling.temperature, RULE_CODES[rule]
+        eos = -1 if eos_id is None else eos_id
+        if draft is None:
+            n_new, n_times = in_kernel(self.kernels.plain_run, t_model, t_arrays, t_state, buf,
+                                       n0, max_new, temperature, code, draw, state, eos, times,
+                                       clock)
+            extra = "bonus" if proposer is not None else "sample"
+            gen.steps.extend(Step((), 0, (token,), extra)
+                             for token in buf[n0 : n0 + n_new].tolist())
+            n_steps = n_new
+        else:
+            record = np.zeros((max_new, 4), dtype=np.int64)  # [steps, (m, acc, out, extra)]
+            drafted = np.zeros((max_new, k), dtype=np.int64)  # [steps, k]
+            n_steps, n_new, n_times = in_kernel(
+                self.kernels.speculative_run, t_model, t_arrays, t_state, d_model, d_arrays,
+                d_state, buf, n0, max_new, k, temperature, code, draw, state,
+                stop_code(proposer), eos, record, drafted, times, clock)
+            d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
+            new, at = buf[n0 : n0 + n_new].tolist(), 0
+            for (m, accepted, n_out, extra), row in zip(record[:n_steps].tolist(),
+                                                        drafted[:n_steps].tolist(),
+                                                        strict=True):
+                gen.steps.append(Step(tuple(row[:m]), accepted, tuple(new[at : at + n_out]),
+                                      RUN_EXTRA[extra]))
+                gen.n_draft_calls += m
+                at += n_out
+        t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
+        gen.n_target_calls += n_steps
+        if timed:
+            self._report(gpt, draft, times[:n_times])
+        return buf[n0 : n0 + n_new]
 
     def _eagle_code(self, drafter: EagleDraft) -> tuple:
         """:func:`eagle_code` of ``drafter``, gathered once per run."""
@@ -251,12 +315,15 @@ class CompiledStep:
             self.rng, self.source = rng, uniform_source(rng)  # holding rng keeps it alive
         return self.source
 
-    def _report(self, gpt: TransformerModel, draft: BoundModel | None, n_times: int) -> None:
-        """Each timed forward to its model's observer: (rows, seconds)."""
-        for who, n, seconds in self.times[:n_times]:
-            model = gpt if who == 0 else draft.model
-            if model.observer is not None:
-                model.observer(int(n), float(seconds))
+    def _report(self, gpt: TransformerModel, draft: BoundModel | None,
+                times: np.ndarray) -> None:
+        """Each timed forward in ``times`` [forwards, (who, rows, seconds)] to its model's
+        observer: (rows, seconds)."""
+        observers = (gpt.observer, None if draft is None else draft.model.observer)
+        for who, n, seconds in times.tolist():
+            observer = observers[int(who)]
+            if observer is not None:
+                observer(int(n), seconds)
 
 
 def tree_step_for(target: TransformerModel, tree: object, rule: str,

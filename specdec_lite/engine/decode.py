@@ -296,7 +296,10 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     ``step`` is a function with :func:`speculative_step`'s arguments and answer (the fault
     boundary of :mod:`specdec_lite.engine.resilient` is one); by default
     :func:`speculative_step`, or its compiled twin for GPTs on the numba backend
-    (:func:`specdec_lite.engine.compiled_step.step_for`). It records into ``gen``
+    (:func:`specdec_lite.engine.compiled_step.step_for`). A step function with a ``run``
+    method (the compiled one has) takes a run at a fixed k, with no ``after_step``, in one
+    call: the same steps, taken one after another without returning to Python between
+    them. It records into ``gen``
     (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
     with ``gen.tokens`` up to date.
 
@@ -313,6 +316,14 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
+    run = getattr(step, "run", None)  # all steps at once, where k is fixed and none watches
+    if run is not None and type(policy) is FixedK and after_step is None and max_new_tokens:
+        new = run(target, proposer, seq, k_now, max_new_tokens, sampling, rule, rng, eos_id,
+                  gen)
+        if new is not None:
+            gen.tokens = new
+            gen.wall_time_s = time.perf_counter() - start
+            return gen
     while len(seq) - len(prompt) < max_new_tokens:
         k_step = min(k_now, max_new_tokens - (len(seq) - len(prompt)) - 1)  # never too many
         emitted, hit_eos = step(target, proposer, seq, k_step, sampling, rule, params, rng,

@@ -10,6 +10,7 @@ intrinsic here must touch that file too.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -63,17 +64,24 @@ def clock_intrinsic() -> object:
     return now
 
 
+@functools.cache
+def _clock_address() -> int | None:
+    """The address of the C library's ``clock_gettime``; None where there is none."""
+    import ctypes  # here, not at import: the browser edition's Python has no use for it
+
+    try:
+        return ctypes.cast(ctypes.CDLL(None).clock_gettime, ctypes.c_void_p).value
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
 def clock_source() -> np.ndarray | None:
     """[address of the C library's ``clock_gettime``, ``CLOCK_MONOTONIC``], int64, which
     the kernels time forwards with; None where there is none (Windows), and a run with a
     meter then takes the Python step."""
-    import ctypes  # here, not at import: the browser edition's Python has no use for it
-
-    try:
-        address = ctypes.cast(ctypes.CDLL(None).clock_gettime, ctypes.c_void_p).value
-        return np.array([address, time.CLOCK_MONOTONIC], dtype=np.int64)
-    except (AttributeError, OSError, TypeError):
-        return None
+    address = _clock_address()
+    return None if address is None else np.array([address, time.CLOCK_MONOTONIC],
+                                                 dtype=np.int64)
 
 
 def uniform_source(rng: np.random.Generator) -> tuple[int, int]:

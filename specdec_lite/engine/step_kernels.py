@@ -2,6 +2,8 @@
 on the numba backend as one compiled call.
 
 - :func:`plain_kernel`: one target row after the sequence, its token drawn or the argmax;
+- :func:`plain_run_kernel` and :func:`speculative_run_kernel`: a run's steps at a fixed k,
+  one after another in one call, each as the one-step kernel takes it;
 - :func:`speculative_kernel`: the draft's forwards and draws (with its confidence or
   risk stop, if any), the target's forward, the exact (or greedy) rule and the bonus or
   correction token, writing both caches in place;
@@ -144,10 +146,16 @@ def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_time
 def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, clock):
     """A plain step (no draft): one target row after ``seq``, its token by ``rule``
     (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
+    return _plain(target, t_cache, t_state, seq, temperature, rule, draw, state, times,
+                  np.int64(0), clock)
+
+
+def _plain(target, t_cache, t_state, seq, temperature, rule, draw, state, times, n_times,
+           clock):
+    """:func:`plain_kernel` with its timings after the first ``n_times`` of ``times``."""
     n = seq.shape[0]
     common = _sync(seq, t_cache[1], t_state)
-    n_times = _append(target, t_cache, t_state, seq[common:], times, np.int64(0), TARGET,
-                      clock)
+    n_times = _append(target, t_cache, t_state, seq[common:], times, n_times, TARGET, clock)
     p = np.empty((1, t_cache[2].shape[1]))
     _rows(t_cache[2][n - 1 : n], temperature, p)
     token = np.argmax(p[0]) if rule == 1 else _sample(p[0], draw, state)
@@ -162,6 +170,14 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
     the draft's early stops as :func:`stop_code` lays them out (drafting ends after a
     token that trips one). Returns (accepted, emitted, extra code: 0 bonus, 1
     correction, timings, drafted)."""
+    return _speculative(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
+                        temperature, rule, draw, state, stop, drafted, emitted, times,
+                        np.int64(0), clock)
+
+
+def _speculative(target, t_cache, t_state, draft, d_cache, d_state, seq, k, temperature,
+                 rule, draw, state, stop, drafted, emitted, times, n_times, clock):
+    """:func:`speculative_kernel` with its timings after the first ``n_times``."""
     n = seq.shape[0]
     v = t_cache[2].shape[1]
     ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
@@ -171,7 +187,7 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
     stops = stop[0] > 0.0 or stop[5] > 0.0
     chance = 1.0  # that every token drafted so far is accepted, as the head predicts
     common = _sync(seq, d_cache[1], d_state)
-    n_times = _append(draft, d_cache, d_state, seq[common:], times, np.int64(0), DRAFT, clock)
+    n_times = _append(draft, d_cache, d_state, seq[common:], times, n_times, DRAFT, clock)
     m = k
     for i in range(k):
         if i > 0:
@@ -194,6 +210,62 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k
                                       temperature, rule, draw, state, emitted, times,
                                       n_times, clock)
     return accepted, accepted + 1, extra, n_times, m
+
+
+def plain_run_kernel(target, t_cache, t_state, buf, n0, max_new, temperature, rule, draw,
+                     state, eos, times, clock):
+    """Plain steps after ``buf[:n0]``, each token written after it into ``buf``
+    [n0 + max_new], until ``max_new`` tokens or the token ``eos`` (-1: none). The steps
+    :func:`plain_kernel` takes one by one, in one call. Returns (tokens, timings)."""
+    n_times = np.int64(0)
+    for i in range(max_new):
+        token, n_times = _plain(target, t_cache, t_state, buf[: n0 + i], temperature, rule,
+                                draw, state, times, n_times, clock)
+        buf[n0 + i] = token
+        if token == eos:
+            return i + 1, n_times
+    return max_new, n_times
+
+
+def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, buf, n0,
+                           max_new, k, temperature, rule, draw, state, stop, eos, record,
+                           drafted_rows, times, clock):
+    """The steps of :func:`speculative_kernel` at a fixed ``k`` after ``buf[:n0]``, in one
+    call, as ``decode_loop`` takes them: never more drafts than leave room for the extra
+    token (a plain step when none fit), until ``max_new`` tokens or the token ``eos``
+    (-1: none), the step cut after it. The emitted tokens go after the sequence into
+    ``buf`` [n0 + max_new]; step s's (drafted, accepted, emitted, extra code: 0 bonus, 1
+    correction, 2 plain) into ``record[s]`` [4] and its drafts into ``drafted_rows[s]``
+    [k]. Returns (steps, tokens, timings)."""
+    emitted = np.empty(k + 1, dtype=np.int64)  # [k + 1] one step's tokens
+    drafted = np.empty(k, dtype=np.int64)  # [k] one step's drafts
+    produced, n_steps, n_times = 0, 0, np.int64(0)
+    while produced < max_new:
+        n = n0 + produced
+        k_step = min(k, max_new - produced - 1)
+        if k_step == 0:
+            token, n_times = _plain(target, t_cache, t_state, buf[:n], temperature, rule,
+                                    draw, state, times, n_times, clock)
+            emitted[0] = token
+            accepted, n_out, extra, m = 0, 1, 2, 0
+        else:
+            accepted, n_out, extra, n_times, m = _speculative(
+                target, t_cache, t_state, draft, d_cache, d_state, buf[:n], k_step,
+                temperature, rule, draw, state, stop, drafted, emitted, times, n_times, clock)
+        hit = False
+        for j in range(n_out):
+            if emitted[j] == eos:
+                n_out, hit = j + 1, True
+                break
+        buf[n : n + n_out] = emitted[:n_out]
+        record[n_steps, 0], record[n_steps, 1] = m, accepted
+        record[n_steps, 2], record[n_steps, 3] = n_out, extra
+        drafted_rows[n_steps, :m] = drafted[:m]
+        n_steps += 1
+        produced += n_out
+        if hit:
+            break
+    return n_steps, produced, n_times
 
 
 def _stop_after(row, token, stop, chance):
@@ -404,6 +476,8 @@ class Kernels(NamedTuple):
 
     plain: object
     speculative: object
+    plain_run: object
+    speculative_run: object
     verify: object
     eagle: object
     tree: object
@@ -420,11 +494,13 @@ def compiled_kernels() -> Kernels:
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
     for name in ("_rows", "_sample", "_sync", "_forward_block", "_causal_bias", "_append",
-                 "_check", "_stop_after", "_verified"):
+                 "_check", "_stop_after", "_verified", "_plain", "_speculative"):
         scope[name] = jit(scope[name])
-    return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(verify_kernel),
-                   jit(eagle_kernel), jit(tree_kernel))
+    return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(plain_run_kernel),
+                   jit(speculative_run_kernel), jit(verify_kernel), jit(eagle_kernel),
+                   jit(tree_kernel))
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_kernel", "plain_kernel",
-           "speculative_kernel", "tree_kernel", "verify_kernel"]
+           "plain_run_kernel", "speculative_kernel", "speculative_run_kernel", "tree_kernel",
+           "verify_kernel"]

@@ -80,15 +80,18 @@ def shipped():
     return load_pretrained(backend="numba")
 
 
+@pytest.mark.parametrize("policy", ["fixed", "heuristic"])
 @pytest.mark.parametrize("stop", ["confidence", "risk", "risk-tight"])
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
 def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, python_step,
                                                                    monkeypatch, stop,
-                                                                   temperature, rule):
+                                                                   temperature, rule, policy):
     """The shipped draft with a confidence stop or a risk stop (the shipped head, at two
     limits): every step runs in the kernel, with the Python step's tokens, steps and
-    counts; the stops really cut steps short, and not all of them."""
+    counts; the stops really cut steps short, and not all of them. At a fixed k the
+    whole run is one call of the run kernel; under a policy that changes k, one call per
+    step."""
     draft = {"confidence": ModelDraft(shipped.draft, min_confidence=0.4),
              "risk": ModelDraft(shipped.draft, risk_stop=RiskStop(shipped_head(), 0.5)),
              "risk-tight": ModelDraft(shipped.draft,
@@ -102,12 +105,14 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
     for seed in range(3):
         def decode(seed=seed):
             return speculative_generate(shipped.target, draft, prompt, k=6, max_new_tokens=60,
-                                        temperature=temperature, rule=rule, seed=seed)
+                                        temperature=temperature, rule=rule, seed=seed,
+                                        policy=policy)
         kernel_calls.clear()
         compiled = decode()
         kernels = compiled_step.compiled_kernels()  # a step left with room for one: plain
-        assert kernel_calls == [kernels.speculative if step.proposed else kernels.plain
-                                for step in compiled.steps]
+        assert kernel_calls == ([kernels.speculative_run] if policy == "fixed" else
+                                [kernels.speculative if step.proposed else kernels.plain
+                                 for step in compiled.steps])
         python = python_step(decode)
         assert same_run(compiled, python), (stop, seed, compiled.tokens, python.tokens)
         lengths |= {len(step.proposed) for step in compiled.steps[:-1]}  # the last is cut
@@ -171,6 +176,34 @@ def test_eos_a_policy_and_a_warm_cache_give_the_same_run(pair, python_step):
     compiled, python = decode(), python_step(decode)
     assert same_run(compiled, python)
     assert compiled.tokens[-1] == eos and len({len(s.proposed) for s in compiled.steps}) > 1
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python_step,
+                                                                     monkeypatch, k):
+    """At a fixed k (k = 0: plain decoding) the compiled run takes every step in one call
+    of a run kernel, and ends after EOS, cut inside its step, as the steps one by one do."""
+    target, draft = pair
+    eos = int(generate(target, PROMPT, max_new_tokens=14, temperature=1.0, seed=9).tokens[-1])
+    kernel_calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
+    kernels = compiled_step.compiled_kernels()
+    for seed in (9, 10, 11):
+        def decode(seed=seed):
+            if k == 0:
+                return generate(target, PROMPT, max_new_tokens=30, temperature=1.0, seed=seed,
+                                eos_id=eos)
+            return speculative_generate(target, draft, PROMPT, k=k, max_new_tokens=30,
+                                        temperature=1.0, seed=seed, eos_id=eos)
+        kernel_calls.clear()
+        compiled = decode()
+        assert kernel_calls == [kernels.plain_run if k == 0 else kernels.speculative_run]
+        python = python_step(decode)
+        assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
+        if seed == 9:  # the seed that drew eos
+            assert compiled.tokens[-1] == eos and len(compiled.tokens) < 30
 
 
 def test_the_draws_advance_the_generator_as_the_python_step_does(pair, python_step):
@@ -373,14 +406,15 @@ def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step,
                                         temperature=temperature, rule=rule, seed=seed)
         kernel_calls.clear()
         compiled = decode()
-        assert len(kernel_calls) == len(compiled.steps)  # every step verified compiled
-        # the EAGLE drafter and a GPT draft draft inside their kernels; the others are asked
-        # in Python
-        drafting = [kernel for kernel, step in zip(kernel_calls, compiled.steps, strict=True)
-                    if step.proposed]
-        expected = {"eagle": kernels.eagle, "unsure": kernels.speculative}.get(kind,
-                                                                                kernels.verify)
-        assert drafting and all(kernel is expected for kernel in drafting)
+        if kind == "unsure":  # a GPT draft at a fixed k: the whole run in one call
+            assert kernel_calls == [kernels.speculative_run]
+        else:
+            assert len(kernel_calls) == len(compiled.steps)  # every step verified compiled
+            # the EAGLE drafter drafts inside its kernel; the others are asked in Python
+            drafting = [kernel for kernel, step
+                        in zip(kernel_calls, compiled.steps, strict=True) if step.proposed]
+            expected = kernels.eagle if kind == "eagle" else kernels.verify
+            assert drafting and all(kernel is expected for kernel in drafting)
         python = python_step(decode)
         assert same_run(compiled, python), (kind, seed, compiled.tokens, python.tokens)
         assert any(step.proposed for step in compiled.steps)
