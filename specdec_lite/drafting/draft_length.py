@@ -8,6 +8,12 @@ given this step's k and the sequence's trace so far (a
 :class:`~specdec_lite.engine.decode.Generation`, whose last step is the one just finished). So
 one policy serves any number of sequences.
 
+A policy may also say how many steps ahead its k is already decided:
+``steady(k, gen)`` is the number of steps, this one included, that keep ``k`` whatever
+they emit (None: every step to the end). A decoder may then take those steps in one go
+(the compiled step does, :meth:`~specdec_lite.engine.compiled_step.CompiledStep.run`). A
+policy without it is asked after every step.
+
 Choosing k from past steps only (never from the tokens the target is about to judge)
 keeps the exact rule exact: each step is an ordinary speculative step with some k.
 
@@ -53,6 +59,9 @@ class FixedK:
 
     def after(self, k: int, gen: Generation) -> int:
         return self.k
+
+    def steady(self, k: int, gen: Generation) -> None:
+        return None  # k for good
 
 
 @dataclass(frozen=True)
@@ -253,18 +262,43 @@ class AutoK:
             return 1  # a probe
         return best
 
+    def steady(self, k: int, gen: Generation) -> int:
+        """Steps of plain decoding (``k`` = 0) that follow for sure, this one included:
+        plain steps change neither which drafting steps the α estimate reads (until the
+        oldest of them falls out of the last 8 × ``window`` steps) nor the probes' count,
+        so the policy says 0 again after each, until the next probe is due. 1 for k > 0."""
+        if k != 0:
+            return 1
+        steps = gen.steps
+        gap, wait = self.probe_wait(steps)
+        ahead = wait - gap  # the probe follows the plain step that completes the wait
+        oldest, seen = None, 0  # distance back of the oldest drafting step α reads, count
+        for distance, step in enumerate(reversed(steps[-8 * self.window:]), 1):
+            if step.proposed:
+                oldest, seen = distance, seen + 1
+                if seen == self.window:
+                    break
+        if oldest is not None:  # it stays read while it is within 8 × window steps back
+            ahead = min(ahead, 8 * self.window - oldest + 1)
+        return max(ahead, 1)
+
     def probe_due(self, steps: list) -> bool:
         """Whether the plain steps at the end of ``steps`` are enough to probe: at least
         ``probe_every`` times 2^j, j the number of fruitless probes in a row before them
         (a one-token step after ``probe_every`` plain steps or more, and followed by plain
         steps: its outcome did not make drafting pay), at most ``max_backoff``. Reads back
         only as far as those probes go."""
+        gap, wait = self.probe_wait(steps)
+        return gap >= wait
+
+    def probe_wait(self, steps: list) -> tuple[int, int]:
+        """(plain steps at the end of ``steps``, how many :meth:`probe_due` waits for)."""
         i, gap = len(steps) - 1, 0
         while i >= 0 and not steps[i].proposed:  # the plain steps since the last drafting
             gap, i = gap + 1, i - 1
-        if gap < self.probe_every:
-            return False
         failed = 0
+        if gap < self.probe_every:
+            return gap, self.probe_every
         while i >= 0 and failed < self.max_backoff:
             step = steps[i]
             if len(step.proposed) != 1:
@@ -275,7 +309,7 @@ class AutoK:
             if before < self.probe_every:
                 break  # it followed other drafting: no probe
             failed += 1
-        return gap >= self.probe_every << failed
+        return gap, self.probe_every << failed
 
 
 POLICIES = ("fixed", "heuristic", "confidence", "specdec++", "auto")

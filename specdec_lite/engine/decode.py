@@ -297,9 +297,10 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     boundary of :mod:`specdec_lite.engine.resilient` is one); by default
     :func:`speculative_step`, or its compiled twin for GPTs on the numba backend
     (:func:`specdec_lite.engine.compiled_step.step_for`). A step function with a ``run``
-    method (the compiled one has) takes a run at a fixed k, with no ``after_step``, in one
-    call: the same steps, taken one after another without returning to Python between
-    them. It records into ``gen``
+    method (the compiled one has) takes in one call the steps whose k the policy has
+    decided ahead (its ``steady``: every step at a fixed k, a stretch of plain steps under
+    the automatic policy), when there is no ``after_step``: the same steps, taken one
+    after another without returning to Python between them. It records into ``gen``
     (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
     with ``gen.tokens`` up to date.
 
@@ -316,16 +317,25 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
-    run = getattr(step, "run", None)  # all steps at once, where k is fixed and none watches
-    if run is not None and type(policy) is FixedK and after_step is None and max_new_tokens:
-        new = run(target, proposer, seq, k_now, max_new_tokens, sampling, rule, rng, eos_id,
-                  gen)
-        if new is not None:
-            gen.tokens = new
-            gen.wall_time_s = time.perf_counter() - start
-            return gen
+    # steps whose k the policy has already decided go in one call, where none watches
+    run = getattr(step, "run", None) if after_step is None else None
+    steady = getattr(policy, "steady", None)
     while len(seq) - len(prompt) < max_new_tokens:
-        k_step = min(k_now, max_new_tokens - (len(seq) - len(prompt)) - 1)  # never too many
+        left = max_new_tokens - (len(seq) - len(prompt))
+        ahead = 1 if run is None or steady is None else steady(k_now, gen)
+        if ahead is None or (k_now == 0 and ahead > 1):  # k for good, or plain steps
+            new = run(target, proposer, seq, k_now, left if ahead is None else min(ahead, left),
+                      sampling, rule, rng, eos_id, gen)
+            if new is None:
+                run = None  # it declines for the run's proposer, window or meter alike
+            else:
+                seq = np.concatenate([seq, new])
+                gen.tokens = seq[len(prompt) :]
+                if eos_id is not None and len(new) and new[-1] == eos_id:
+                    break
+                k_now = policy.after(k_now, gen)
+                continue
+        k_step = min(k_now, left - 1)  # never too many
         emitted, hit_eos = step(target, proposer, seq, k_step, sampling, rule, params, rng,
                                 eos_id, gen, name)
         seq = np.concatenate([seq, emitted])
@@ -417,9 +427,15 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     in_kernel = drafts_in_kernel(timed) or eagle_in_kernel(timed, timed_target) is not None
     asked = timed if in_kernel else Padded(timed, tail)
 
+    plain_run = getattr(step, "run", None)
+
     def run_step(k: int) -> None:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
         seq = prompt
+        if k == 0 and plain_run is not None and plain_run(
+                timed_target, asked, seq, 0, TIMED_STEPS, sampling, rule, scratch, None,
+                gen) is not None:
+            return  # plain steps in one call, as a run takes its stretches of them
         for _ in range(TIMED_STEPS):
             emitted, _ = step(timed_target, asked, seq, k, sampling, rule, params, scratch,
                               None, gen)

@@ -206,6 +206,32 @@ def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python
             assert compiled.tokens[-1] == eos and len(compiled.tokens) < 30
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_automatic_policy_takes_its_plain_stretches_in_one_call(pair, python_step,
+                                                                     monkeypatch, temperature):
+    """Under the automatic policy the steps it has decided to take plainly (until its next
+    probe) go in one call of the plain run kernel; the run is the steps' one by one."""
+    from specdec_lite.drafting.draft_length import AutoK, StepCosts
+
+    target, draft = pair
+    policy = AutoK(StepCosts((1.0, 1.6, 2.2, 2.8)), alpha0=0.5, probe_every=4)  # starts plain
+    kernel_calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
+    kernels = compiled_step.compiled_kernels()
+    for seed in range(3):
+        def decode(seed=seed):
+            return speculative_generate(target, draft, PROMPT, k=policy, max_new_tokens=34,
+                                        temperature=temperature, seed=seed)
+        kernel_calls.clear()
+        compiled = decode()
+        python = python_step(decode)
+        assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
+        assert kernels.plain_run in kernel_calls  # plain stretches in one call each
+        assert len(kernel_calls) < len(compiled.steps)
+
+
 def test_the_draws_advance_the_generator_as_the_python_step_does(pair, python_step):
     target, draft = pair
     rngs = [np.random.default_rng(11), np.random.default_rng(11)]

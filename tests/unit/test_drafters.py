@@ -379,6 +379,61 @@ def test_auto_waits_twice_as_long_after_each_fruitless_probe():
     assert policy.after(0, trace) == 1
 
 
+def test_auto_says_how_many_plain_steps_follow_for_sure():
+    """``steady(0, gen)`` counts the plain steps after which the policy says 0 again, so
+    a decoder may take them in one call: it ends at the next probe, and where the oldest
+    drafting step the estimate reads falls out of it (here the prior alone would pay)."""
+    plain, rejected = Step((), 0, (1,), "bonus"), Step((5, 6), 0, (7,), "correction")
+    policy = AutoK(StepCosts((1.0, 1.1)), window=4, alpha0=0.6, probe_every=16)
+    trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
+
+    def plain_answers(n: int) -> list[int]:  # after() after each of n more plain steps
+        answers = []
+        for _ in range(n):
+            trace.steps.append(plain)
+            answers.append(policy.after(0, trace))
+        return answers
+
+    trace.steps = [rejected] * 4 + [plain] * 10
+    assert policy.after(0, trace) == 0
+    ahead = policy.steady(0, trace)
+    assert ahead == 6 and plain_answers(ahead) == [0] * 5 + [1]  # the probe after 16
+    never = AutoK(StepCosts((1.0, 3.0)), window=4, alpha0=0.6, probe_every=64)
+    trace.steps = [plain] * 10  # no drafting step read: only the probe ends the stretch
+    assert never.steady(0, trace) == 54
+    trace.steps = [rejected] * 4 + [plain] * 2
+    policy = AutoK(StepCosts((1.0, 1.1)), window=4, alpha0=0.6, probe_every=64)
+    ahead = policy.steady(0, trace)  # the oldest rejection leaves the last 32 steps
+    assert ahead == 32 - 6 + 1 and plain_answers(ahead) == [0] * (ahead - 1) + [1]
+    assert policy.steady(2, trace) == 1 and FixedK(3).steady(3, trace) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_auto_steady_plain_steps_are_the_ones_it_chooses_step_by_step(seed):
+    rng = np.random.default_rng(seed)
+    plain = Step((), 0, (1,), "bonus")
+    for _ in range(40):
+        cost = 1.0 + rng.uniform(0.05, 1.5)
+        policy = AutoK(StepCosts((1.0, cost, 2 * cost - 1.0)),
+                       alpha0=float(rng.uniform(0.1, 0.9)), window=int(rng.integers(1, 5)),
+                       probe_every=int(rng.integers(1, 9)), max_backoff=int(rng.integers(0, 3)))
+        trace = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=ids(1, 2))
+        k = policy.start
+        for _ in range(int(rng.integers(0, 120))):  # a random trace under the policy
+            if k == 0:
+                trace.steps.append(plain)
+            else:
+                n = int(rng.integers(0, k + 1))
+                trace.steps.append(Step((5,) * k, n, (5,) * n + (6,), "bonus"))
+            k = policy.after(k, trace)
+        if k != 0:
+            continue
+        ahead = policy.steady(0, trace)
+        for _ in range(ahead - 1):
+            trace.steps.append(plain)
+            assert policy.after(0, trace) == 0
+
+
 def test_auto_estimates_alpha_from_its_last_drafting_steps_however_far_back():
     """Plain steps in between do not wash the estimate back to the prior."""
     plain, rejected = Step((), 0, (1,), "bonus"), Step((5, 6), 0, (7,), "correction")
