@@ -19,11 +19,23 @@ rule and greedy verification hold as for any draft.
 
 What it costs: m of the target's L blocks per drafted token, so c is about m / L, more
 than a separately trained small draft; what it saves is a second model to train, ship and
-keep in memory, beyond the head. (LayerSkip also reuses the draft's first-m-layer keys,
-values and states in verification; this draft keeps its own cache and recomputes them.)
+keep in memory, beyond the head.
+
+Its cache is the target's. The draft's first m blocks are the target's, so the keys and
+values they give each committed token are the ones the target already holds in its first
+m layers. Drafting beside its target (:func:`shared_blocks` says when), the draft reads
+them there (:meth:`~specdec_lite.models.kv_cache.KVCache.sharing`) instead of computing its
+own: it never catches up over the tokens decoded while it was idle, which a draft with a
+cache of its own must (LayerSkip's cache reuse, on the drafting side). Before each step
+both caches are cut back to the sequence less its last token
+(:meth:`~specdec_lite.drafting.proposers.ModelDraft.propose`), so the entries the draft
+writes, from there on, are the ones the target's verification then writes over; the
+target never reads an entry the draft wrote.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -68,3 +80,28 @@ def early_exit_model(config: TransformerConfig, target_arrays: dict[str, np.ndar
                                      n_head=config.n_head, d_model=config.d_model,
                                      max_len=config.max_len)
     return TransformerModel(draft_config, params, backend=backend)
+
+
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # draft -> (target ref, m)
+
+
+def shared_blocks(draft: object, target: object) -> int:
+    """m when ``draft`` (a GPT) runs ``target``'s first m blocks unchanged, with the same
+    embeddings, head count and window, so that its keys and values for a token are the
+    target's first m layers' (an early-exit draft of that target); else 0. Compared once
+    per pair of models, then remembered while both live."""
+    if not isinstance(draft, TransformerModel) or not isinstance(target, TransformerModel):
+        return 0
+    known = _SHARED.get(draft)
+    if known is not None and known[0]() is target:
+        return known[1]
+    d, t = draft.config, target.config
+    same = (d.n_layer < t.n_layer and (d.vocab_size, d.n_head, d.d_model, d.max_len)
+            == (t.vocab_size, t.n_head, t.d_model, t.max_len)
+            and np.array_equal(draft.wte, target.wte) and np.array_equal(draft.wpe, target.wpe)
+            and all(np.array_equal(a, b)
+                    for mine, theirs in zip(draft.layers, target.layers, strict=False)
+                    for a, b in zip(mine, theirs, strict=True)))
+    m = d.n_layer if same else 0
+    _SHARED[draft] = (weakref.ref(target), m)
+    return m

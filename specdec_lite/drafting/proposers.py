@@ -32,8 +32,10 @@ import numpy as np
 
 from ..checks import check_int, check_real
 from ..models.bound import fresh
+from ..models.kv_cache import KVCache
 from ..models.ngram import check_model, model_rows
 from ..rules.distributions import Sampling, sample, truncate
+from .early_exit import shared_blocks
 from .stop_head import RiskStop
 
 
@@ -112,6 +114,7 @@ class ModelDraft:
         if risk_stop is not None and not isinstance(risk_stop, RiskStop):
             raise TypeError(f"risk_stop must be a RiskStop, got {type(risk_stop).__name__}")
         self.min_confidence, self.risk_stop = min_confidence, risk_stop
+        self.shares = None  # the run's target, whose cache the draft's blocks read, or None
 
     @property
     def stops_early(self) -> bool:
@@ -119,8 +122,18 @@ class ModelDraft:
         return self.min_confidence is not None or self.risk_stop is not None
 
     def for_sequence(self, target: object) -> ModelDraft:
-        """This draft for one run: its model on a cache of its own (a GPT; see
-        :func:`specdec_lite.models.bound.fresh`), the same draft for a model without one."""
+        """This draft for one run beside ``target`` (the run's target on its cache): its
+        model on a cache of its own (a GPT; see :func:`specdec_lite.models.bound.fresh`),
+        the same draft for a model without one. An early-exit draft of ``target`` runs on
+        a cache that shares the target's keys and values of its blocks
+        (:func:`~specdec_lite.drafting.early_exit.shared_blocks`)."""
+        m = shared_blocks(self.model, getattr(target, "model", None))
+        if m and isinstance(getattr(target, "cache", None), KVCache):
+            twin = copy.copy(self)
+            twin.model = self.model.bound(KVCache.sharing(
+                target.cache, m, self.model.vocab_size, self.model.config.d_model))
+            twin.shares = target
+            return twin
         model = fresh(self.model)
         if model is self.model:
             return self
@@ -128,8 +141,26 @@ class ModelDraft:
         twin.model = model
         return twin
 
+    def align(self, context: np.ndarray) -> None:
+        """For a draft that shares its target's cache: bring both caches to ``context``
+        [n] less its last token. The target keeps what it holds of that, forwards the
+        rest (a prompt, once) and drops anything after it, so the draft writes only
+        entries from n - 1 on, which the target's verification writes again."""
+        t_cache, d_cache = self.shares.cache, self.model.cache
+        n = len(context)
+        m = min(n, t_cache.n_causal)
+        same = context[:m] == t_cache.tokens[:m]
+        cut = min(m if same.all() else int(same.argmin()), n - 1)
+        if cut < t_cache.length:
+            t_cache.truncate(cut)
+        if cut < n - 1:
+            self.shares.forward(context[cut : n - 1])
+        d_cache.length = d_cache.n_causal = n - 1
+
     def propose(self, context: np.ndarray, k: int, sampling: Sampling,
                 rng: np.random.Generator) -> Draft:
+        if self.shares is not None:
+            self.align(context)
         if not self.stops_early:
             ctx, q = draft_block(self.model, context, k, sampling.temperature,
                                  sampling.top_k, sampling.top_p, rng)

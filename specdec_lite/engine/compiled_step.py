@@ -182,8 +182,8 @@ class CompiledStep:
         if clock is None:  # a meter to serve and no clock to time with
             return speculative_step(target, proposer, seq, k, sampling, rule, params, rng,
                                     eos_id, gen, name)
-        if len(self.times) < k + 1:
-            self.times = np.zeros((k + 1, 3))
+        if len(self.times) < k + 2:  # a shared draft's target may first read a prompt
+            self.times = np.zeros((k + 2, 3))
         temperature, code = sampling.temperature, RULE_CODES[rule]
         if draft is not None:
             drafted = np.empty(k, dtype=np.int64)  # [k]
@@ -191,8 +191,8 @@ class CompiledStep:
             draw, state = self._uniforms(rng)
             accepted, n_out, extra_code, n_times, m = in_kernel(
                 self.kernels.speculative, t_model, t_arrays, t_state, d_model, d_arrays,
-                d_state, seq, k, temperature, code, draw, state, stop_code(proposer),
-                drafted, out, self.times, clock)
+                d_state, int(proposer.shares is not None), seq, k, temperature, code, draw,
+                state, stop_code(proposer), drafted, out, self.times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
             emitted, extra = out[:n_out], EXTRA[extra_code]
             drafted = drafted[:m]
@@ -268,7 +268,7 @@ class CompiledStep:
             return None
         buf = np.empty(n0 + max_new, dtype=np.int64)  # [n0 + max_new] the sequence, then new
         buf[:n0] = seq
-        times = np.zeros((max_new * (k + 1), 3))  # at most k + 1 forwards a step
+        times = np.zeros((max_new * (k + 2), 3))  # at most k + 2 forwards a step
         draw, state = self._uniforms(rng)
         temperature, code = sampling.temperature, RULE_CODES[rule]
         eos = -1 if eos_id is None else eos_id
@@ -285,8 +285,8 @@ class CompiledStep:
             drafted = np.zeros((max_new, k), dtype=np.int64)  # [steps, k]
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.speculative_run, t_model, t_arrays, t_state, d_model, d_arrays,
-                d_state, buf, n0, max_new, k, temperature, code, draw, state,
-                stop_code(proposer), eos, record, drafted, times, clock)
+                d_state, int(proposer.shares is not None), buf, n0, max_new, k, temperature,
+                code, draw, state, stop_code(proposer), eos, record, drafted, times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
             new, at = buf[n0 : n0 + n_new].tolist(), 0
             for (m, accepted, n_out, extra), row in zip(record[:n_steps].tolist(),

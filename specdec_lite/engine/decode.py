@@ -442,7 +442,10 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
             seq = np.concatenate([seq, emitted])
 
     def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
-        for reader, name in ((timed_target, "target"), (getattr(timed, "model", None), "draft")):
+        # (a draft on its target's cache is cut back with it at each step)
+        own = getattr(timed, "shares", None) is None
+        for reader, name in ((timed_target, "target"),
+                             (getattr(timed, "model", None) if own else None, "draft")):
             if callable(getattr(reader, "probs", None)):
                 model_rows(reader, prompt[:-1], 1, name, 1.0)
 

@@ -162,24 +162,37 @@ def _plain(target, t_cache, t_state, seq, temperature, rule, draw, state, times,
     return token, n_times
 
 
-def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
+def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
                        temperature, rule, draw, state, stop, drafted, emitted, times, clock):
     """A speculative step: up to k draft tokens after ``seq`` (into ``drafted`` [k]), one
     target forward over the last token and the drafts, the rule, then the bonus or
     correction token; the emitted tokens go into ``emitted`` [k + 1]. ``stop`` [6] holds
     the draft's early stops as :func:`stop_code` lays them out (drafting ends after a
     token that trips one). Returns (accepted, emitted, extra code: 0 bonus, 1
-    correction, timings, drafted)."""
-    return _speculative(target, t_cache, t_state, draft, d_cache, d_state, seq, k,
+    correction, timings, drafted). A ``shared`` draft (1) runs on the target's own keys,
+    values and tokens for its blocks (an early-exit draft:
+    :mod:`specdec_lite.drafting.early_exit`); both caches are first brought to ``seq``
+    less its last token as ``ModelDraft.align`` brings them."""
+    return _speculative(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
                         temperature, rule, draw, state, stop, drafted, emitted, times,
                         np.int64(0), clock)
 
 
-def _speculative(target, t_cache, t_state, draft, d_cache, d_state, seq, k, temperature,
-                 rule, draw, state, stop, drafted, emitted, times, n_times, clock):
+def _speculative(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
+                 temperature, rule, draw, state, stop, drafted, emitted, times, n_times,
+                 clock):
     """:func:`speculative_kernel` with its timings after the first ``n_times``."""
     n = seq.shape[0]
     v = t_cache[2].shape[1]
+    if shared:  # the target holds seq less its last token; the draft reads it there
+        cut = min(_sync(seq, t_cache[1], t_state), n - 1)
+        if cut < t_state[0]:
+            t_state[0] = cut
+            t_state[1] = min(t_state[1], cut)
+        n_times = _append(target, t_cache, t_state, seq[cut : n - 1], times, n_times,
+                          TARGET, clock)
+        d_state[0] = n - 1
+        d_state[1] = n - 1
     ctx = np.empty(n + k, dtype=np.int64)  # [n + k] the sequence, then the drafts
     ctx[:n] = seq
     q = np.empty((k, v))  # [k, V] the rows the drafts were drawn from
@@ -227,8 +240,8 @@ def plain_run_kernel(target, t_cache, t_state, buf, n0, max_new, temperature, ru
     return max_new, n_times
 
 
-def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, buf, n0,
-                           max_new, k, temperature, rule, draw, state, stop, eos, record,
+def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, shared, buf,
+                           n0, max_new, k, temperature, rule, draw, state, stop, eos, record,
                            drafted_rows, times, clock):
     """The steps of :func:`speculative_kernel` at a fixed ``k`` after ``buf[:n0]``, in one
     call, as ``decode_loop`` takes them: never more drafts than leave room for the extra
@@ -250,7 +263,7 @@ def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, bu
             accepted, n_out, extra, m = 0, 1, 2, 0
         else:
             accepted, n_out, extra, n_times, m = _speculative(
-                target, t_cache, t_state, draft, d_cache, d_state, buf[:n], k_step,
+                target, t_cache, t_state, draft, d_cache, d_state, shared, buf[:n], k_step,
                 temperature, rule, draw, state, stop, drafted, emitted, times, n_times, clock)
         hit = False
         for j in range(n_out):

@@ -34,6 +34,20 @@ class KVCache:
         self.length = 0
         self.n_causal = 0
 
+    @classmethod
+    def sharing(cls, cache: KVCache, n_layer: int, vocab_size: int, d_model: int) -> KVCache:
+        """A cache whose keys and values are those of ``cache``'s first ``n_layer`` layers
+        and whose tokens are ``cache``'s, the same arrays (an early-exit draft beside its
+        target: :mod:`specdec_lite.drafting.early_exit`), with logits and hidden states
+        [capacity, vocab_size] and [capacity, d_model] of its own, and no entries yet."""
+        shared = cls.__new__(cls)
+        shared.kv = cache.kv[:n_layer]  # [n_layer, 2, H, capacity, d_head], a view
+        shared.tokens = cache.tokens  # [capacity], the same array
+        shared.logits = np.zeros((cache.capacity, vocab_size), dtype=np.float32)
+        shared.hidden = np.zeros((cache.capacity, d_model), dtype=np.float32)
+        shared.length = shared.n_causal = 0
+        return shared
+
     @property
     def capacity(self) -> int:
         return self.tokens.shape[0]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from support import random_params
 
-from specdec_lite.drafting.early_exit import early_exit_model, head_shapes
+from specdec_lite.drafting.early_exit import early_exit_model, head_shapes, shared_blocks
 from specdec_lite.engine.batch_generate import speculative_generate_batch
 from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.models import fast
@@ -104,6 +104,82 @@ def test_the_compiled_draft_has_the_numpy_drafts_logits() -> None:
     compiled = early_exit_model(CONFIG, PARAMS, head, 2, backend="numba")
     np.testing.assert_allclose(compiled.logits(CONTEXT), numpy_draft.logits(CONTEXT),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_it_is_known_as_its_targets_first_blocks_and_nothing_else() -> None:
+    target = TransformerModel(CONFIG, PARAMS)
+    for exit_layer in (1, 2):
+        assert shared_blocks(early_exit_model(CONFIG, PARAMS, random_head(exit_layer),
+                                              exit_layer), target) == exit_layer
+    other = dict(PARAMS)
+    other["blocks.0.fc.w"] = PARAMS["blocks.0.fc.w"] + 1e-3  # one weight differs
+    for draft in (early_exit_model(CONFIG, other, random_head(1), 1),
+                  TransformerModel(CONFIG, PARAMS),  # as deep as the target: not a draft
+                  TransformerModel(CONFIG, random_params(CONFIG, seed=5))):
+        assert shared_blocks(draft, target) == 0
+    assert shared_blocks(target, None) == 0
+
+
+BACKENDS = ["numpy"] + (["numba"] if fast.available() else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_beside_its_target_it_reads_the_targets_cache(backend, temperature) -> None:
+    """Run beside its target, the draft's blocks read the target's keys and values: it
+    forwards one token a step before drafting, never a catch-up, whatever k the policy
+    takes (plain stretches included); the target's cache ends as its own forward would
+    leave it; and the run's tokens are those of an unshared draft's at T = 0."""
+    from specdec_lite.bench.timing import ForwardMeter
+    from specdec_lite.drafting.draft_length import AutoK, StepCosts
+    from specdec_lite.drafting.proposers import ModelDraft
+
+    target = TransformerModel(CONFIG, PARAMS, backend=backend)
+    draft = early_exit_model(CONFIG, PARAMS, random_head(1), 1, backend=backend)
+    bound = target.bound()
+    view = ModelDraft(draft).for_sequence(bound)
+    assert view.shares is bound
+    assert np.shares_memory(view.model.cache.kv, bound.cache.kv)
+    policy = AutoK(StepCosts((1.0, 1.3, 1.6)), alpha0=0.5, probe_every=3)
+    for k in (2, policy):
+        cache = target.new_state()
+        with ForwardMeter({"target": target, "draft": draft}) as meter:
+            gen = speculative_generate(target.bound(cache), draft, CONTEXT, k=k,
+                                       max_new_tokens=20, temperature=temperature, seed=3)
+        assert gen.n_draft_calls > 0
+        assert {n for who, n in meter.calls if who == "draft"} == {1}
+        tokens = cache.tokens[: cache.n_causal]
+        np.testing.assert_allclose(cache.logits[: cache.n_causal], target.logits(tokens),
+                                   rtol=1e-4, atol=1e-4)
+    if temperature == 0:  # an unshared draft: the same model on a cache of its own
+        alone = speculative_generate(target, ModelDraft(draft.bound()), CONTEXT, k=2,
+                                     max_new_tokens=20, temperature=0.0, seed=3)
+        plain = generate(target, CONTEXT, max_new_tokens=20, temperature=0.0)
+        assert gen.tokens.tolist() == plain.tokens.tolist() == alone.tokens.tolist()
+
+
+@pytest.mark.skipif(not fast.available(), reason="needs the fast extra (numba)")
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+def test_the_compiled_step_shares_the_cache_as_the_python_step_does(temperature) -> None:
+    from specdec_lite.engine import compiled_step
+
+    target = TransformerModel(CONFIG, PARAMS, backend="numba")
+    draft = early_exit_model(CONFIG, PARAMS, random_head(1), 1, backend="numba")
+    for k, policy in ((3, None), (4, "heuristic")):
+        for seed in range(3):
+            def decode(seed=seed, k=k, policy=policy):
+                return speculative_generate(target, draft, CONTEXT, k=k, policy=policy,
+                                            max_new_tokens=20, temperature=temperature,
+                                            seed=seed)
+            compiled = decode()
+            real = compiled_step.step_for
+            compiled_step.step_for = lambda *args: None
+            try:
+                python = decode()
+            finally:
+                compiled_step.step_for = real
+            assert compiled.tokens.tolist() == python.tokens.tolist()
+            assert compiled.steps == python.steps
 
 
 @pytest.fixture(scope="module")
