@@ -243,20 +243,22 @@ class CompiledStep:
             max_new: int, sampling: object, rule: str, rng: np.random.Generator,
             eos_id: int | None, gen: object) -> np.ndarray | None:
         """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
-        ``eos_id``, in one compiled call (:func:`~specdec_lite.engine.step_kernels.
-        speculative_run_kernel`, or the plain one with no proposer or k = 0): the steps
-        :meth:`__call__` would take one by one, with the same draws, recorded in ``gen``
-        alike. Returns the new tokens, or None where the run's steps must go one by one:
-        a proposer asked in Python, a window or cache the run could pass (the step then
-        raises the error), a meter and no clock."""
+        ``eos_id``, in one compiled call (a run kernel of
+        :mod:`~specdec_lite.engine.run_kernels`: the plain one with no proposer or k = 0,
+        else the GPT draft's or the EAGLE drafter's): the steps :meth:`__call__` would take
+        one by one, with the same draws, recorded in ``gen`` alike. Returns the new
+        tokens, or None where the run's steps must go one by one: a proposer asked in
+        Python, a window or cache the run could pass (the step then raises the error), a
+        meter and no clock."""
         drafting = proposer is not None and k > 0
-        if drafting and not drafts_in_kernel(proposer):
+        eagle = eagle_in_kernel(proposer, target) if drafting else None
+        if drafting and eagle is None and not drafts_in_kernel(proposer):
             return None
         _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
         gpt, n0 = target.model, len(seq)
         if n0 + max_new > min(gpt.config.max_len, t_cache.capacity):
             return None
-        draft = proposer.model if drafting else None
+        draft = proposer.model if drafting and eagle is None else None
         if draft is not None:
             _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
             if n0 + max_new > min(draft.model.config.max_len, d_cache.capacity):
@@ -272,7 +274,9 @@ class CompiledStep:
         draw, state = self._uniforms(rng)
         temperature, code = sampling.temperature, RULE_CODES[rule]
         eos = -1 if eos_id is None else eos_id
-        if draft is None:
+        record = np.zeros((max_new, 4), dtype=np.int64)  # [steps, (m, acc, out, extra)]
+        drafted = np.zeros((max_new, max(k, 1)), dtype=np.int64)  # [steps, k]
+        if not drafting:
             n_new, n_times = in_kernel(self.kernels.plain_run, t_model, t_arrays, t_state, buf,
                                        n0, max_new, temperature, code, draw, state, eos, times,
                                        clock)
@@ -280,27 +284,41 @@ class CompiledStep:
             gen.steps.extend(Step((), 0, (token,), extra)
                              for token in buf[n0 : n0 + n_new].tolist())
             n_steps = n_new
+        elif eagle is not None:
+            e_state = proposer.state
+            e_length = np.array([e_state.length], dtype=np.int64)
+            n_steps, n_new, n_times = in_kernel(
+                self.kernels.eagle_run, t_model, t_arrays, t_state, self._eagle_code(eagle),
+                e_state.kv, e_state.tokens, e_length, buf, n0, max_new, k, temperature, code,
+                draw, state, eos, record, drafted, times, clock)
+            e_state.length = int(e_length[0])
+            self._record(gen, buf[n0 : n0 + n_new], record[:n_steps], drafted[:n_steps])
         else:
-            record = np.zeros((max_new, 4), dtype=np.int64)  # [steps, (m, acc, out, extra)]
-            drafted = np.zeros((max_new, k), dtype=np.int64)  # [steps, k]
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.speculative_run, t_model, t_arrays, t_state, d_model, d_arrays,
                 d_state, int(proposer.shares is not None), buf, n0, max_new, k, temperature,
                 code, draw, state, stop_code(proposer), eos, record, drafted, times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
-            new, at = buf[n0 : n0 + n_new].tolist(), 0
-            for (m, accepted, n_out, extra), row in zip(record[:n_steps].tolist(),
-                                                        drafted[:n_steps].tolist(),
-                                                        strict=True):
-                gen.steps.append(Step(tuple(row[:m]), accepted, tuple(new[at : at + n_out]),
-                                      RUN_EXTRA[extra]))
-                gen.n_draft_calls += m
-                at += n_out
+            self._record(gen, buf[n0 : n0 + n_new], record[:n_steps], drafted[:n_steps])
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += n_steps
         if timed:
             self._report(gpt, draft, times[:n_times])
         return buf[n0 : n0 + n_new]
+
+    @staticmethod
+    def _record(gen: object, new: np.ndarray, record: np.ndarray,
+                drafted: np.ndarray) -> None:
+        """A run kernel's steps into ``gen``: ``new`` [m] the tokens they emitted,
+        ``record`` [steps, (drafted, accepted, emitted, extra code)], ``drafted`` [steps,
+        k] their drafts."""
+        tokens, at = new.tolist(), 0
+        for (m, accepted, n_out, extra), row in zip(record.tolist(), drafted.tolist(),
+                                                    strict=True):
+            gen.steps.append(Step(tuple(row[:m]), accepted, tuple(tokens[at : at + n_out]),
+                                  RUN_EXTRA[extra]))
+            gen.n_draft_calls += m
+            at += n_out
 
     def _eagle_code(self, drafter: EagleDraft) -> tuple:
         """:func:`eagle_code` of ``drafter``, gathered once per run."""

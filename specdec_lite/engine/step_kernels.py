@@ -2,8 +2,8 @@
 on the numba backend as one compiled call.
 
 - :func:`plain_kernel`: one target row after the sequence, its token drawn or the argmax;
-- :func:`plain_run_kernel` and :func:`speculative_run_kernel`: a run's steps at a fixed k,
-  one after another in one call, each as the one-step kernel takes it;
+- (in :mod:`specdec_lite.engine.run_kernels`) a run's steps at a fixed k, one after
+  another in one call, each the work of a one-step kernel (its ``*_body``);
 - :func:`speculative_kernel`: the draft's forwards and draws (with its confidence or
   risk stop, if any), the target's forward, the exact (or greedy) rule and the bonus or
   correction token, writing both caches in place;
@@ -146,11 +146,11 @@ def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_time
 def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, clock):
     """A plain step (no draft): one target row after ``seq``, its token by ``rule``
     (0 exact: one draw; 1 greedy: the argmax). Returns (token, timings)."""
-    return _plain(target, t_cache, t_state, seq, temperature, rule, draw, state, times,
+    return plain_body(target, t_cache, t_state, seq, temperature, rule, draw, state, times,
                   np.int64(0), clock)
 
 
-def _plain(target, t_cache, t_state, seq, temperature, rule, draw, state, times, n_times,
+def plain_body(target, t_cache, t_state, seq, temperature, rule, draw, state, times, n_times,
            clock):
     """:func:`plain_kernel` with its timings after the first ``n_times`` of ``times``."""
     n = seq.shape[0]
@@ -173,12 +173,12 @@ def speculative_kernel(target, t_cache, t_state, draft, d_cache, d_state, shared
     values and tokens for its blocks (an early-exit draft:
     :mod:`specdec_lite.drafting.early_exit`); both caches are first brought to ``seq``
     less its last token as ``ModelDraft.align`` brings them."""
-    return _speculative(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
+    return speculative_body(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
                         temperature, rule, draw, state, stop, drafted, emitted, times,
                         np.int64(0), clock)
 
 
-def _speculative(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
+def speculative_body(target, t_cache, t_state, draft, d_cache, d_state, shared, seq, k,
                  temperature, rule, draw, state, stop, drafted, emitted, times, n_times,
                  clock):
     """:func:`speculative_kernel` with its timings after the first ``n_times``."""
@@ -225,62 +225,6 @@ def _speculative(target, t_cache, t_state, draft, d_cache, d_state, shared, seq,
     return accepted, accepted + 1, extra, n_times, m
 
 
-def plain_run_kernel(target, t_cache, t_state, buf, n0, max_new, temperature, rule, draw,
-                     state, eos, times, clock):
-    """Plain steps after ``buf[:n0]``, each token written after it into ``buf``
-    [n0 + max_new], until ``max_new`` tokens or the token ``eos`` (-1: none). The steps
-    :func:`plain_kernel` takes one by one, in one call. Returns (tokens, timings)."""
-    n_times = np.int64(0)
-    for i in range(max_new):
-        token, n_times = _plain(target, t_cache, t_state, buf[: n0 + i], temperature, rule,
-                                draw, state, times, n_times, clock)
-        buf[n0 + i] = token
-        if token == eos:
-            return i + 1, n_times
-    return max_new, n_times
-
-
-def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, shared, buf,
-                           n0, max_new, k, temperature, rule, draw, state, stop, eos, record,
-                           drafted_rows, times, clock):
-    """The steps of :func:`speculative_kernel` at a fixed ``k`` after ``buf[:n0]``, in one
-    call, as ``decode_loop`` takes them: never more drafts than leave room for the extra
-    token (a plain step when none fit), until ``max_new`` tokens or the token ``eos``
-    (-1: none), the step cut after it. The emitted tokens go after the sequence into
-    ``buf`` [n0 + max_new]; step s's (drafted, accepted, emitted, extra code: 0 bonus, 1
-    correction, 2 plain) into ``record[s]`` [4] and its drafts into ``drafted_rows[s]``
-    [k]. Returns (steps, tokens, timings)."""
-    emitted = np.empty(k + 1, dtype=np.int64)  # [k + 1] one step's tokens
-    drafted = np.empty(k, dtype=np.int64)  # [k] one step's drafts
-    produced, n_steps, n_times = 0, 0, np.int64(0)
-    while produced < max_new:
-        n = n0 + produced
-        k_step = min(k, max_new - produced - 1)
-        if k_step == 0:
-            token, n_times = _plain(target, t_cache, t_state, buf[:n], temperature, rule,
-                                    draw, state, times, n_times, clock)
-            emitted[0] = token
-            accepted, n_out, extra, m = 0, 1, 2, 0
-        else:
-            accepted, n_out, extra, n_times, m = _speculative(
-                target, t_cache, t_state, draft, d_cache, d_state, shared, buf[:n], k_step,
-                temperature, rule, draw, state, stop, drafted, emitted, times, n_times, clock)
-        hit = False
-        for j in range(n_out):
-            if emitted[j] == eos:
-                n_out, hit = j + 1, True
-                break
-        buf[n : n + n_out] = emitted[:n_out]
-        record[n_steps, 0], record[n_steps, 1] = m, accepted
-        record[n_steps, 2], record[n_steps, 3] = n_out, extra
-        drafted_rows[n_steps, :m] = drafted[:m]
-        n_steps += 1
-        produced += n_out
-        if hit:
-            break
-    return n_steps, produced, n_times
-
-
 def _stop_after(row, token, stop, chance):
     """``ModelDraft``'s early stops after ``token`` drawn from ``row`` [V]: the confidence
     stop (``stop[0]`` > 0: the token's probability below it) and the risk stop
@@ -315,6 +259,13 @@ def eagle_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, 
     ``drafted``, each read out by the target's LM head. ``eagle`` is (input map and its
     tiles, input bias, the block's weights and tiles, paths, heads, eps). Returns
     (accepted, emitted, extra code, timings, drafted)."""
+    return eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
+                  temperature, rule, draw, state, drafted, emitted, times, np.int64(0), clock)
+
+
+def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k, temperature,
+           rule, draw, state, drafted, emitted, times, n_times, clock):
+    """:func:`eagle_kernel` with its timings after the first ``n_times``."""
     in_w, in_p, in_pb, in_b, weights, tiled, paths, n_head, eps = eagle
     wte, wpe, t_weights, t_tiled, t_paths = target[0], target[1], target[2], target[3], target[4]
     unembed = t_weights[10]  # [d, V] the target's LM head, as its forward reads it
@@ -324,9 +275,9 @@ def eagle_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, 
     k = min(k, e_tokens.shape[0] - n)  # the drafter's window (capacity = max_len)
     if k <= 0 or n < 2:
         return _verified(target, t_cache, t_state, seq, drafted[:0], np.empty((0, v)),
-                         temperature, rule, draw, state, emitted, times, np.int64(0), clock)
+                         temperature, rule, draw, state, emitted, times, n_times, clock)
     common = _sync(seq[: n - 1], t_cache[1], t_state)  # the features of seq[:-1]
-    n_times = _append(target, t_cache, t_state, seq[common : n - 1], times, np.int64(0),
+    n_times = _append(target, t_cache, t_state, seq[common : n - 1], times, n_times,
                       TARGET, clock)
     m = min(e_state[0] + 1, n)  # EagleState.reusable: entry j needs seq[:j + 2] unchanged
     same = m
@@ -491,6 +442,7 @@ class Kernels(NamedTuple):
     speculative: object
     plain_run: object
     speculative_run: object
+    eagle_run: object  # the run kernels: specdec_lite.engine.run_kernels
     verify: object
     eagle: object
     tree: object
@@ -507,13 +459,18 @@ def compiled_kernels() -> Kernels:
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
     for name in ("_rows", "_sample", "_sync", "_forward_block", "_causal_bias", "_append",
-                 "_check", "_stop_after", "_verified", "_plain", "_speculative"):
+                 "_check", "_stop_after", "_verified", "plain_body", "speculative_body",
+                 "eagle_body"):
         scope[name] = jit(scope[name])
-    return Kernels(jit(plain_kernel), jit(speculative_kernel), jit(plain_run_kernel),
-                   jit(speculative_run_kernel), jit(verify_kernel), jit(eagle_kernel),
+    from . import run_kernels  # they call the bodies above, as this module's attributes
+
+    run_kernels._record = jit(run_kernels._record)
+    return Kernels(jit(plain_kernel), jit(speculative_kernel),
+                   jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
+                   jit(run_kernels.eagle_run_kernel), jit(verify_kernel), jit(eagle_kernel),
                    jit(tree_kernel))
 
 
-__all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_kernel", "plain_kernel",
-           "plain_run_kernel", "speculative_kernel", "speculative_run_kernel", "tree_kernel",
+__all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
+           "plain_body", "plain_kernel", "speculative_body", "speculative_kernel", "tree_kernel",
            "verify_kernel"]

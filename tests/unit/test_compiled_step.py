@@ -119,14 +119,16 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
     assert min(lengths) < 6 and len(lengths) > 1, lengths
 
 
+@pytest.mark.parametrize("policy", ["fixed", "heuristic"])
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
 def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, python_step,
                                                                      monkeypatch, temperature,
-                                                                     rule):
+                                                                     rule, policy):
     """The shipped EAGLE drafter on the shipped target (trained weights, whose drafts the
     target mostly accepts, unlike a random drafter's): every drafting step runs in the
-    EAGLE kernel, with the Python step's tokens, steps and counts."""
+    EAGLE kernel, with the Python step's tokens, steps and counts; at a fixed k the whole
+    run is one call of its run kernel."""
     from specdec_lite.pretrained import load_eagle
 
     drafter = load_eagle(shipped.target)
@@ -141,11 +143,12 @@ def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, py
         def decode(seed=seed):
             return speculative_generate(shipped.target, drafter, prompt, k=4,
                                         max_new_tokens=60, temperature=temperature, rule=rule,
-                                        seed=seed)
+                                        seed=seed, policy=policy)
         kernel_calls.clear()
         compiled = decode()
-        assert kernel_calls == [kernels.eagle if step.proposed else kernels.plain
-                                for step in compiled.steps]
+        assert kernel_calls == ([kernels.eagle_run] if policy == "fixed" else
+                                [kernels.eagle if step.proposed else kernels.plain
+                                 for step in compiled.steps])
         python = python_step(decode)
         assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
         accepted += compiled.n_accepted
@@ -432,15 +435,14 @@ def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step,
                                         temperature=temperature, rule=rule, seed=seed)
         kernel_calls.clear()
         compiled = decode()
-        if kind == "unsure":  # a GPT draft at a fixed k: the whole run in one call
-            assert kernel_calls == [kernels.speculative_run]
-        else:
-            assert len(kernel_calls) == len(compiled.steps)  # every step verified compiled
-            # the EAGLE drafter drafts inside its kernel; the others are asked in Python
+        if kind in ("unsure", "eagle"):  # drafted in a kernel at a fixed k: one call
+            assert kernel_calls == [kernels.speculative_run if kind == "unsure"
+                                    else kernels.eagle_run]
+        else:  # asked in Python, every step verified compiled
+            assert len(kernel_calls) == len(compiled.steps)
             drafting = [kernel for kernel, step
                         in zip(kernel_calls, compiled.steps, strict=True) if step.proposed]
-            expected = kernels.eagle if kind == "eagle" else kernels.verify
-            assert drafting and all(kernel is expected for kernel in drafting)
+            assert drafting and all(kernel is kernels.verify for kernel in drafting)
         python = python_step(decode)
         assert same_run(compiled, python), (kind, seed, compiled.tokens, python.tokens)
         assert any(step.proposed for step in compiled.steps)
