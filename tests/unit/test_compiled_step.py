@@ -52,6 +52,16 @@ def python_step(monkeypatch):
     return run
 
 
+@pytest.fixture
+def kernel_calls(monkeypatch) -> list:
+    """The kernels the compiled step calls, in order, recorded as it runs."""
+    calls = []
+    real = compiled_step.in_kernel
+    monkeypatch.setattr(compiled_step, "in_kernel",
+                        lambda kernel, *args: calls.append(kernel) or real(kernel, *args))
+    return calls
+
+
 def same_run(a, b) -> bool:
     return (a.tokens.tolist() == b.tokens.tolist() and a.steps == b.steps
             and (a.n_target_calls, a.n_draft_calls) == (b.n_target_calls, b.n_draft_calls))
@@ -85,7 +95,7 @@ def shipped():
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
 def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, python_step,
-                                                                   monkeypatch, stop,
+                                                                   kernel_calls, stop,
                                                                    temperature, rule, policy):
     """The shipped draft with a confidence stop or a risk stop (the shipped head, at two
     limits): every step runs in the kernel, with the Python step's tokens, steps and
@@ -97,10 +107,6 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
              "risk-tight": ModelDraft(shipped.draft,
                                       risk_stop=RiskStop(shipped_head(), 0.2))}[stop]
     prompt = shipped.tokenizer.encode("class Stack:\n    def push(self, item):\n        ")
-    kernel_calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda *args: kernel_calls.append(args[0]) or real(*args))
     lengths = set()
     for seed in range(3):
         def decode(seed=seed):
@@ -123,7 +129,7 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
 def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, python_step,
-                                                                     monkeypatch, temperature,
+                                                                     kernel_calls, temperature,
                                                                      rule, policy):
     """The shipped EAGLE drafter on the shipped target (trained weights, whose drafts the
     target mostly accepts, unlike a random drafter's): every drafting step runs in the
@@ -133,10 +139,6 @@ def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, py
 
     drafter = load_eagle(shipped.target)
     prompt = shipped.tokenizer.encode("class Stack:\n    def push(self, item):\n        ")
-    kernel_calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda *args: kernel_calls.append(args[0]) or real(*args))
     kernels = compiled_step.compiled_kernels()
     accepted = corrected = 0
     for seed in range(3):
@@ -183,15 +185,11 @@ def test_eos_a_policy_and_a_warm_cache_give_the_same_run(pair, python_step):
 
 @pytest.mark.parametrize("k", [0, 3])
 def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python_step,
-                                                                     monkeypatch, k):
+                                                                     kernel_calls, k):
     """At a fixed k (k = 0: plain decoding) the compiled run takes every step in one call
     of a run kernel, and ends after EOS, cut inside its step, as the steps one by one do."""
     target, draft = pair
     eos = int(generate(target, PROMPT, max_new_tokens=14, temperature=1.0, seed=9).tokens[-1])
-    kernel_calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
     kernels = compiled_step.compiled_kernels()
     for seed in (9, 10, 11):
         def decode(seed=seed):
@@ -211,17 +209,13 @@ def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_the_automatic_policy_takes_its_plain_stretches_in_one_call(pair, python_step,
-                                                                     monkeypatch, temperature):
+                                                                     kernel_calls, temperature):
     """Under the automatic policy the steps it has decided to take plainly (until its next
     probe) go in one call of the plain run kernel; the run is the steps' one by one."""
     from specdec_lite.drafting.draft_length import AutoK, StepCosts
 
     target, draft = pair
     policy = AutoK(StepCosts((1.0, 1.6, 2.2, 2.8)), alpha0=0.5, probe_every=4)  # starts plain
-    kernel_calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
     kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
@@ -418,16 +412,12 @@ LOOPY = np.array([1, 5, 2, 7, 3, 1, 5, 2, 7, 3, 1, 5], dtype=np.int64)  # prompt
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact"),
                           (1.0, "greedy")])
-def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step, monkeypatch,
+def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step, kernel_calls,
                                                               kind, temperature, rule):
     target, draft = pair
     proposer = {"lookup": PromptLookup(), "markov": ModelDraft(markov_draft(13)),
                 "unsure": ModelDraft(draft, min_confidence=0.4),
                 "eagle": eagle_draft(target)}[kind]
-    kernel_calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: kernel_calls.append(kernel) or real(kernel, *args))
     kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
