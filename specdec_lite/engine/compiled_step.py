@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..drafting.draft_length import AutoK
 from ..drafting.eagle import EagleDraft
 from ..drafting.proposers import FeatureView, ModelDraft
 from ..models.bound import BoundModel
@@ -49,6 +50,7 @@ EXTRA = ("bonus", "correction")  # the speculative kernel's extra-token codes
 RUN_EXTRA = (*EXTRA, "bonus")  # the run kernel's: 2 is a plain step's token after drafts
 RULE_CODES = {"exact": 0, "greedy": 1}
 UNTIMED = np.zeros(2, dtype=np.int64)  # no clock: the kernels time nothing
+NO_POLICY = np.zeros(0)  # a run kernel's policy for a fixed k
 
 
 def _parts(model: object) -> tuple | None:
@@ -128,6 +130,15 @@ def stop_code(proposer: ModelDraft) -> np.ndarray:
     return code
 
 
+def auto_code(policy: AutoK) -> np.ndarray:
+    """The automatic policy as the run kernels follow it
+    (:func:`~specdec_lite.engine.run_kernels.next_k`): [7 + k_max + 1] float64 =
+    (alpha0, prior, decay, probe_every, window, margin, max_backoff, its step costs)."""
+    return np.array([policy.alpha0, policy.prior, policy.decay, policy.probe_every,
+                     policy.window, policy.margin, policy.max_backoff,
+                     *policy.costs.step_cost], dtype=np.float64)
+
+
 def in_kernel(kernel: object, *args: object) -> tuple:
     """``kernel(*args)``, in a Python frame of its own: the benchmark's profile
     (:func:`specdec_lite.bench.timing.profile_call`) counts its time as forward time, since
@@ -148,6 +159,7 @@ class CompiledStep:
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
         self.eagle: tuple | None = None  # (the EAGLE drafter, what the kernel takes of it)
+        self.auto: tuple | None = None  # (the automatic policy, what the kernel takes of it)
 
     def _parts_of(self, model: BoundModel) -> tuple:
         """:func:`_parts` of ``model`` plus its cache's [length, n_causal] array, kept."""
@@ -241,16 +253,19 @@ class CompiledStep:
 
     def run(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
             max_new: int, sampling: object, rule: str, rng: np.random.Generator,
-            eos_id: int | None, gen: object) -> np.ndarray | None:
+            eos_id: int | None, gen: object, policy: AutoK | None = None
+            ) -> np.ndarray | None:
         """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
         ``eos_id``, in one compiled call (a run kernel of
         :mod:`~specdec_lite.engine.run_kernels`: the plain one with no proposer or k = 0,
         else the GPT draft's or the EAGLE drafter's): the steps :meth:`__call__` would take
-        one by one, with the same draws, recorded in ``gen`` alike. Returns the new
+        one by one, with the same draws, recorded in ``gen`` alike. With ``policy`` (the
+        automatic one), the first step takes ``k`` and each later one the k ``policy``
+        chooses after the steps in ``gen`` so far, inside the call. Returns the new
         tokens, or None where the run's steps must go one by one: a proposer asked in
         Python, a window or cache the run could pass (the step then raises the error), a
         meter and no clock."""
-        drafting = proposer is not None and k > 0
+        drafting = proposer is not None and (k > 0 or policy is not None)
         eagle = eagle_in_kernel(proposer, target) if drafting else None
         if drafting and eagle is None and not drafts_in_kernel(proposer):
             return None
@@ -270,12 +285,17 @@ class CompiledStep:
             return None
         buf = np.empty(n0 + max_new, dtype=np.int64)  # [n0 + max_new] the sequence, then new
         buf[:n0] = seq
-        times = np.zeros((max_new * (k + 2), 3))  # at most k + 2 forwards a step
+        k_max = k if policy is None else max(k, policy.costs.k_max)
+        times = np.zeros((max_new * (k_max + 2), 3))  # at most k + 2 forwards a step
         draw, state = self._uniforms(rng)
         temperature, code = sampling.temperature, RULE_CODES[rule]
         eos = -1 if eos_id is None else eos_id
-        record = np.zeros((max_new, 4), dtype=np.int64)  # [steps, (m, acc, out, extra)]
-        drafted = np.zeros((max_new, max(k, 1)), dtype=np.int64)  # [steps, k]
+        n_prev = 0 if policy is None else len(gen.steps)  # the steps the policy reads
+        record = np.zeros((n_prev + max_new, 4), dtype=np.int64)  # [steps, (m, acc, out, x)]
+        for i, step in enumerate(gen.steps if policy is not None else ()):
+            record[i, 0], record[i, 1] = len(step.proposed), step.n_accepted
+        drafted = np.zeros((n_prev + max_new, max(k_max, 1)), dtype=np.int64)  # [steps, k]
+        rules = NO_POLICY if policy is None else self._auto_code(policy)
         if not drafting:
             n_new, n_times = in_kernel(self.kernels.plain_run, t_model, t_arrays, t_state, buf,
                                        n0, max_new, temperature, code, draw, state, eos, times,
@@ -289,17 +309,20 @@ class CompiledStep:
             e_length = np.array([e_state.length], dtype=np.int64)
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.eagle_run, t_model, t_arrays, t_state, self._eagle_code(eagle),
-                e_state.kv, e_state.tokens, e_length, buf, n0, max_new, k, temperature, code,
-                draw, state, eos, record, drafted, times, clock)
+                e_state.kv, e_state.tokens, e_length, buf, n0, max_new, k, rules, n_prev,
+                temperature, code, draw, state, eos, record, drafted, times, clock)
             e_state.length = int(e_length[0])
-            self._record(gen, buf[n0 : n0 + n_new], record[:n_steps], drafted[:n_steps])
         else:
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.speculative_run, t_model, t_arrays, t_state, d_model, d_arrays,
-                d_state, int(proposer.shares is not None), buf, n0, max_new, k, temperature,
-                code, draw, state, stop_code(proposer), eos, record, drafted, times, clock)
+                d_state, int(proposer.shares is not None), buf, n0, max_new, k, rules,
+                n_prev, temperature, code, draw, state, stop_code(proposer), eos, record,
+                drafted, times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
-            self._record(gen, buf[n0 : n0 + n_new], record[:n_steps], drafted[:n_steps])
+        if drafting:
+            self._record(gen, buf[n0 : n0 + n_new], record[n_prev:n_steps],
+                         drafted[n_prev:n_steps])
+            n_steps -= n_prev
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += n_steps
         if timed:
@@ -319,6 +342,12 @@ class CompiledStep:
                                   RUN_EXTRA[extra]))
             gen.n_draft_calls += m
             at += n_out
+
+    def _auto_code(self, policy: AutoK) -> np.ndarray:
+        """:func:`auto_code` of ``policy``, laid out once per run."""
+        if self.auto is None or self.auto[0] is not policy:
+            self.auto = (policy, auto_code(policy))
+        return self.auto[1]
 
     def _eagle_code(self, drafter: EagleDraft) -> tuple:
         """:func:`eagle_code` of ``drafter``, gathered once per run."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_window, model_window
-from ..drafting.draft_length import FixedK, StepCosts, as_draft_length, named_policy
+from ..drafting.draft_length import AutoK, FixedK, StepCosts, as_draft_length, named_policy
 from ..drafting.proposers import Draft, ModelDraft, as_proposer, for_run, one_hot_rows
 from ..drafting.proposers import draft_block as draft_block  # re-exported: the model draft's loop
 from ..models.bound import BoundModel, fresh
@@ -317,24 +317,32 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     seq = prompt  # [n] the sequence so far
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
-    # steps whose k the policy has already decided go in one call, where none watches
+    # steps whose k the policy has already decided go in one call, where none watches; the
+    # automatic policy's choices are made inside the call, where its drafter drafts there
     run = getattr(step, "run", None) if after_step is None else None
     steady = getattr(policy, "steady", None)
+    auto = policy if type(policy) is AutoK else None
     while len(seq) - len(prompt) < max_new_tokens:
         left = max_new_tokens - (len(seq) - len(prompt))
-        ahead = 1 if run is None or steady is None else steady(k_now, gen)
-        if ahead is None or (k_now == 0 and ahead > 1):  # k for good, or plain steps
-            new = run(target, proposer, seq, k_now, left if ahead is None else min(ahead, left),
-                      sampling, rule, rng, eos_id, gen)
-            if new is None:
-                run = None  # it declines for the run's proposer, window or meter alike
-            else:
-                seq = np.concatenate([seq, new])
-                gen.tokens = seq[len(prompt) :]
-                if eos_id is not None and len(new) and new[-1] == eos_id:
-                    break
-                k_now = policy.after(k_now, gen)
-                continue
+        new = None
+        if run is not None and auto is not None:
+            new = run(target, proposer, seq, k_now, left, sampling, rule, rng, eos_id, gen,
+                      auto)
+            auto = None if new is None else auto  # declined: a proposer asked in Python
+        if new is None and run is not None:
+            ahead = 1 if steady is None else steady(k_now, gen)
+            if ahead is None or (k_now == 0 and ahead > 1):  # k for good, or plain steps
+                new = run(target, proposer, seq, k_now,
+                          left if ahead is None else min(ahead, left), sampling, rule, rng,
+                          eos_id, gen)
+                run = run if new is not None else None  # declined for window or meter
+        if new is not None:
+            seq = np.concatenate([seq, new])
+            gen.tokens = seq[len(prompt) :]
+            if eos_id is not None and len(new) and new[-1] == eos_id:
+                break
+            k_now = policy.after(k_now, gen)
+            continue
         k_step = min(k_now, left - 1)  # never too many
         emitted, hit_eos = step(target, proposer, seq, k_step, sampling, rule, params, rng,
                                 eos_id, gen, name)

@@ -14,6 +14,9 @@ fits, as here.
 Each step's (drafted, accepted, emitted, extra code: 0 bonus, 1 correction, 2 plain)
 goes into ``record`` [steps, 4] and its drafts into ``drafted_rows`` [steps, k]; the
 tokens after the sequence into ``buf`` [n0 + max_new], whose first n0 are the sequence.
+The drafting kernels also follow the automatic draft-length policy inside the call
+(:func:`next_k`), where the decoder asks for it: each step's k then comes from the steps
+before it, as ``AutoK.after`` chooses it in Python.
 
 numba compiles these in :func:`specdec_lite.engine.step_kernels.compiled_kernels` and
 caches them keyed by this file; they call that module's bodies, so whoever changes those
@@ -43,14 +46,19 @@ def plain_run_kernel(target, t_cache, t_state, buf, n0, max_new, temperature, ru
 
 
 def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, shared, buf,
-                           n0, max_new, k, temperature, rule, draw, state, stop, eos, record,
-                           drafted_rows, times, clock):
+                           n0, max_new, k, policy, n_prev, temperature, rule, draw, state,
+                           stop, eos, record, drafted_rows, times, clock):
     """The steps of :func:`~specdec_lite.engine.step_kernels.speculative_kernel` (a GPT
-    draft). Returns (steps, tokens, timings)."""
-    emitted = np.empty(k + 1, dtype=np.int64)  # [k + 1] one step's tokens
-    drafted = np.empty(k, dtype=np.int64)  # [k] one step's drafts
-    produced, n_steps, n_times = 0, 0, np.int64(0)
+    draft), each with the k ``policy`` chooses (:func:`next_k`), the first with ``k``.
+    ``record`` holds the run's ``n_prev`` steps before these; the new ones follow them.
+    Returns (steps, all of them, tokens, timings)."""
+    k_max = max(k, policy_k_max(policy))
+    emitted = np.empty(k_max + 1, dtype=np.int64)  # [k_max + 1] one step's tokens
+    drafted = np.empty(k_max, dtype=np.int64)  # [k_max] one step's drafts
+    produced, n_steps, n_times = 0, n_prev, np.int64(0)
     while produced < max_new:
+        if n_steps > n_prev:
+            k = next_k(policy, k, record, n_steps)
         n = n0 + produced
         k_step = min(k, max_new - produced - 1)
         if k_step == 0:
@@ -70,14 +78,18 @@ def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, sh
 
 
 def eagle_run_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, buf, n0,
-                     max_new, k, temperature, rule, draw, state, eos, record, drafted_rows,
-                     times, clock):
+                     max_new, k, policy, n_prev, temperature, rule, draw, state, eos,
+                     record, drafted_rows, times, clock):
     """The steps of :func:`~specdec_lite.engine.step_kernels.eagle_kernel` (the EAGLE
-    drafter). Returns (steps, tokens, timings)."""
-    emitted = np.empty(k + 1, dtype=np.int64)  # [k + 1] one step's tokens
-    drafted = np.empty(k, dtype=np.int64)  # [k] one step's drafts
-    produced, n_steps, n_times = 0, 0, np.int64(0)
+    drafter), as :func:`speculative_run_kernel` takes them. Returns (steps, tokens,
+    timings)."""
+    k_max = max(k, policy_k_max(policy))
+    emitted = np.empty(k_max + 1, dtype=np.int64)  # [k_max + 1] one step's tokens
+    drafted = np.empty(k_max, dtype=np.int64)  # [k_max] one step's drafts
+    produced, n_steps, n_times = 0, n_prev, np.int64(0)
     while produced < max_new:
+        if n_steps > n_prev:
+            k = next_k(policy, k, record, n_steps)
         n = n0 + produced
         k_step = min(k, max_new - produced - 1)
         if k_step == 0:
@@ -96,6 +108,80 @@ def eagle_run_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, b
     return n_steps, produced, n_times
 
 
+# ---------------------------------------------------------------- the policy in the kernel
+#
+# ``policy`` [7 + K + 1] float64: empty for a fixed k; else the automatic policy
+# (:class:`~specdec_lite.drafting.draft_length.AutoK`) as :func:`auto_code` lays it out,
+# (alpha0, prior, decay, probe_every, window, margin, max_backoff, step_cost[0..K]). Its
+# choices read the run's steps so far, ``record[:n_steps]`` (drafted, accepted, ...),
+# which hold the steps before the run too. They are AutoK's, operation for operation.
+
+
+def policy_k_max(policy):
+    """The largest k ``policy`` may choose (0 for a fixed k: the run's own k)."""
+    return 0 if policy.shape[0] == 0 else policy.shape[0] - 8
+
+
+def next_k(policy, k, record, n_steps):
+    """The k after the step ``record[n_steps - 1]``: ``k`` again for a fixed k, else
+    ``AutoK.after``."""
+    if policy.shape[0] == 0:
+        return k
+    alpha = min(_alpha(policy, record, n_steps), 0.999)
+    best, top = 0, -1.0
+    power = 1.0  # alpha ** k
+    for j in range(policy.shape[0] - 7):
+        power *= alpha
+        tokens = (1.0 - power) / (1.0 - alpha) if alpha < 1.0 else j + 1.0
+        rate = tokens / policy[7 + j]
+        if rate > top:
+            best, top = j, rate
+    if best != 0 and not top > 1.0 + policy[5]:
+        best = 0
+    if best == 0 and _probe_due(policy, record, n_steps):
+        return 1
+    return best
+
+
+def _alpha(policy, record, n_steps):
+    """``AutoK.alpha``: the decayed α of the last ``window`` drafting steps among the last
+    8 × ``window`` steps, then the prior."""
+    alpha0, prior, decay, window = policy[0], policy[1], policy[2], np.int64(policy[4])
+    weight, seen = 1.0, 0
+    accepted = checked = 0.0
+    for i in range(n_steps - 1, max(n_steps - 8 * window, 0) - 1, -1):
+        proposed, n = record[i, 0], record[i, 1]
+        if proposed > 0:
+            accepted += weight * n
+            checked += weight * (n + 1 if n < proposed else n)
+            weight *= decay
+            seen += 1
+            if seen == window:
+                break
+    return (accepted + weight * prior * alpha0) / (checked + weight * prior)
+
+
+def _probe_due(policy, record, n_steps):
+    """``AutoK.probe_due``: enough plain steps at the end for the next probe."""
+    probe_every, max_backoff = np.int64(policy[3]), np.int64(policy[6])
+    i, gap = n_steps - 1, 0
+    while i >= 0 and record[i, 0] == 0:
+        gap, i = gap + 1, i - 1
+    if gap < probe_every:
+        return False
+    failed = 0
+    while i >= 0 and failed < max_backoff:
+        if record[i, 0] != 1:
+            break
+        i, before = i - 1, 0
+        while i >= 0 and record[i, 0] == 0:
+            before, i = before + 1, i - 1
+        if before < probe_every:
+            break
+        failed += 1
+    return gap >= probe_every << failed
+
+
 def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced, m,
             accepted, extra, drafted):
     """After one step: its tokens, cut after ``eos``, into ``buf`` from position ``n``, the
@@ -112,4 +198,5 @@ def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced
     return n_steps + 1, produced + n_out, hit
 
 
-__all__ = ["eagle_run_kernel", "plain_run_kernel", "speculative_run_kernel"]
+__all__ = ["eagle_run_kernel", "next_k", "plain_run_kernel", "policy_k_max",
+           "speculative_run_kernel"]

@@ -464,7 +464,8 @@ def compiled_kernels() -> Kernels:
         scope[name] = jit(scope[name])
     from . import run_kernels  # they call the bodies above, as this module's attributes
 
-    run_kernels._record = jit(run_kernels._record)
+    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due"):
+        setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
                    jit(run_kernels.eagle_run_kernel), jit(verify_kernel), jit(eagle_kernel),

@@ -207,26 +207,63 @@ def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python
             assert compiled.tokens[-1] == eos and len(compiled.tokens) < 30
 
 
+@pytest.mark.parametrize("drafter", ["gpt", "lookup"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_the_automatic_policy_takes_its_plain_stretches_in_one_call(pair, python_step,
-                                                                     kernel_calls, temperature):
-    """Under the automatic policy the steps it has decided to take plainly (until its next
-    probe) go in one call of the plain run kernel; the run is the steps' one by one."""
+def test_the_automatic_policy_runs_in_the_kernel_as_in_python(pair, python_step, kernel_calls,
+                                                              temperature, drafter):
+    """Under the automatic policy a drafter that drafts in a kernel takes the whole run in
+    one call, the policy choosing each step's k inside it; a proposer asked in Python
+    takes its plain stretches (until the next probe) in one call each. Either way the
+    run is the Python step's, steps and k included."""
     from specdec_lite.drafting.draft_length import AutoK, StepCosts
 
     target, draft = pair
+    proposer = draft if drafter == "gpt" else PromptLookup()
     policy = AutoK(StepCosts((1.0, 1.6, 2.2, 2.8)), alpha0=0.5, probe_every=4)  # starts plain
     kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
-            return speculative_generate(target, draft, PROMPT, k=policy, max_new_tokens=34,
+            return speculative_generate(target, proposer, LOOPY, k=policy, max_new_tokens=28,
                                         temperature=temperature, seed=seed)
         kernel_calls.clear()
         compiled = decode()
         python = python_step(decode)
         assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
-        assert kernels.plain_run in kernel_calls  # plain stretches in one call each
-        assert len(kernel_calls) < len(compiled.steps)
+        if drafter == "gpt":
+            assert kernel_calls == [kernels.speculative_run]
+        else:
+            assert kernels.plain_run in kernel_calls
+            assert len(kernel_calls) < len(compiled.steps)
+    assert any(step.proposed for step in compiled.steps)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kernels_automatic_policy_chooses_as_autok_does(seed):
+    """run_kernels.next_k, compiled, against AutoK.after on random traces and settings."""
+    from specdec_lite.drafting.draft_length import AutoK, StepCosts
+    from specdec_lite.engine import run_kernels
+    from specdec_lite.engine.decode import Generation, Step
+
+    compiled_step.compiled_kernels()  # compiles next_k with the rest
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        cost = 1.0 + rng.uniform(0.0, 0.8, size=int(rng.integers(1, 9)))
+        policy = AutoK(StepCosts((1.0, *np.cumsum(cost).tolist())),
+                       alpha0=float(rng.uniform(0.05, 0.95)), prior=float(rng.uniform(0.5, 4)),
+                       decay=float(rng.uniform(0.5, 1.0)), window=int(rng.integers(1, 6)),
+                       probe_every=int(rng.integers(1, 9)), margin=float(rng.uniform(0, 0.2)),
+                       max_backoff=int(rng.integers(0, 4)))
+        code = compiled_step.auto_code(policy)
+        gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=LOOPY)
+        record = np.zeros((200, 4), dtype=np.int64)
+        k = policy.start
+        for n in range(int(rng.integers(1, 200))):
+            accepted = int(rng.integers(0, k + 1))
+            gen.steps.append(Step((5,) * k, accepted, (5,) * accepted + (6,), "bonus"))
+            record[n, 0], record[n, 1] = k, accepted
+            k_python = policy.after(k, gen)
+            assert run_kernels.next_k(code, k, record, n + 1) == k_python, (n, policy)
+            k = k_python
 
 
 def test_the_draws_advance_the_generator_as_the_python_step_does(pair, python_step):
