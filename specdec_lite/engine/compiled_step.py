@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..drafting.draft_length import AutoK
+from ..drafting.draft_length import AdaptiveK, AutoK, TheoryK
 from ..drafting.eagle import EagleDraft
 from ..drafting.proposers import FeatureView, ModelDraft
 from ..models.bound import BoundModel
 from ..models.transformer import TransformerModel
+from . import run_kernels
 from .decode import Step, ask_proposer, cut_at_eos, speculative_step
 from .native_calls import clock_source, uniform_source
 from .step_kernels import compiled_kernels
@@ -130,13 +131,21 @@ def stop_code(proposer: ModelDraft) -> np.ndarray:
     return code
 
 
-def auto_code(policy: AutoK) -> np.ndarray:
-    """The automatic policy as the run kernels follow it
-    (:func:`~specdec_lite.engine.run_kernels.next_k`): [7 + k_max + 1] float64 =
-    (alpha0, prior, decay, probe_every, window, margin, max_backoff, its step costs)."""
-    return np.array([policy.alpha0, policy.prior, policy.decay, policy.probe_every,
-                     policy.window, policy.margin, policy.max_backoff,
-                     *policy.costs.step_cost], dtype=np.float64)
+KERNEL_POLICIES = (AutoK, AdaptiveK, TheoryK)  # the policies the run kernels can follow
+
+
+def policy_code(policy: AutoK | AdaptiveK | TheoryK) -> np.ndarray:
+    """A draft-length policy as the run kernels follow it
+    (:func:`~specdec_lite.engine.run_kernels.next_k`), float64, its kind first."""
+    if type(policy) is AutoK:
+        fields = (run_kernels.AUTO, policy.alpha0, policy.prior, policy.decay,
+                  policy.probe_every, policy.window, policy.margin, policy.max_backoff,
+                  *policy.costs.step_cost)
+    elif type(policy) is AdaptiveK:
+        fields = (run_kernels.ADAPTIVE, policy.k_min, policy.k_max, policy.grow, policy.shrink)
+    else:
+        fields = (run_kernels.THEORY, policy.alpha0, policy.prior, policy.c, policy.k_max)
+    return np.array(fields, dtype=np.float64)
 
 
 def in_kernel(kernel: object, *args: object) -> tuple:
@@ -159,7 +168,7 @@ class CompiledStep:
         self.rng, self.source = None, (0, 0)
         self.parts: dict[int, tuple] = {}  # id(bound model) -> (bound model, its parts)
         self.eagle: tuple | None = None  # (the EAGLE drafter, what the kernel takes of it)
-        self.auto: tuple | None = None  # (the automatic policy, what the kernel takes of it)
+        self.policy: tuple | None = None  # (a draft-length policy, what the kernel takes)
 
     def _parts_of(self, model: BoundModel) -> tuple:
         """:func:`_parts` of ``model`` plus its cache's [length, n_causal] array, kept."""
@@ -253,15 +262,15 @@ class CompiledStep:
 
     def run(self, target: object, proposer: object | None, seq: np.ndarray, k: int,
             max_new: int, sampling: object, rule: str, rng: np.random.Generator,
-            eos_id: int | None, gen: object, policy: AutoK | None = None
+            eos_id: int | None, gen: object, policy: object | None = None
             ) -> np.ndarray | None:
         """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
         ``eos_id``, in one compiled call (a run kernel of
         :mod:`~specdec_lite.engine.run_kernels`: the plain one with no proposer or k = 0,
         else the GPT draft's or the EAGLE drafter's): the steps :meth:`__call__` would take
-        one by one, with the same draws, recorded in ``gen`` alike. With ``policy`` (the
-        automatic one), the first step takes ``k`` and each later one the k ``policy``
-        chooses after the steps in ``gen`` so far, inside the call. Returns the new
+        one by one, with the same draws, recorded in ``gen`` alike. With ``policy`` (one of
+        :data:`KERNEL_POLICIES`), the first step takes ``k`` and each later one the k
+        ``policy`` chooses after the steps in ``gen`` so far, inside the call. Returns the new
         tokens, or None where the run's steps must go one by one: a proposer asked in
         Python, a window or cache the run could pass (the step then raises the error), a
         meter and no clock."""
@@ -285,7 +294,8 @@ class CompiledStep:
             return None
         buf = np.empty(n0 + max_new, dtype=np.int64)  # [n0 + max_new] the sequence, then new
         buf[:n0] = seq
-        k_max = k if policy is None else max(k, policy.costs.k_max)
+        rules = NO_POLICY if policy is None else self._policy_code(policy)
+        k_max = max(k, self.kernels_k_max(rules))
         times = np.zeros((max_new * (k_max + 2), 3))  # at most k + 2 forwards a step
         draw, state = self._uniforms(rng)
         temperature, code = sampling.temperature, RULE_CODES[rule]
@@ -295,7 +305,6 @@ class CompiledStep:
         for i, step in enumerate(gen.steps if policy is not None else ()):
             record[i, 0], record[i, 1] = len(step.proposed), step.n_accepted
         drafted = np.zeros((n_prev + max_new, max(k_max, 1)), dtype=np.int64)  # [steps, k]
-        rules = NO_POLICY if policy is None else self._auto_code(policy)
         if not drafting:
             n_new, n_times = in_kernel(self.kernels.plain_run, t_model, t_arrays, t_state, buf,
                                        n0, max_new, temperature, code, draw, state, eos, times,
@@ -343,11 +352,16 @@ class CompiledStep:
             gen.n_draft_calls += m
             at += n_out
 
-    def _auto_code(self, policy: AutoK) -> np.ndarray:
-        """:func:`auto_code` of ``policy``, laid out once per run."""
-        if self.auto is None or self.auto[0] is not policy:
-            self.auto = (policy, auto_code(policy))
-        return self.auto[1]
+    def _policy_code(self, policy: object) -> np.ndarray:
+        """:func:`policy_code` of ``policy``, laid out once per run."""
+        if self.policy is None or self.policy[0] is not policy:
+            self.policy = (policy, policy_code(policy))
+        return self.policy[1]
+
+    @staticmethod
+    def kernels_k_max(rules: np.ndarray) -> int:
+        """The largest k the policy laid out as ``rules`` may choose (0: a fixed k)."""
+        return int(run_kernels.policy_k_max(rules))
 
     def _eagle_code(self, drafter: EagleDraft) -> tuple:
         """:func:`eagle_code` of ``drafter``, gathered once per run."""

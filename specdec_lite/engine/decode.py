@@ -37,7 +37,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_window, model_window
-from ..drafting.draft_length import AutoK, FixedK, StepCosts, as_draft_length, named_policy
+from ..drafting.draft_length import (
+    AdaptiveK,
+    AutoK,
+    FixedK,
+    StepCosts,
+    TheoryK,
+    as_draft_length,
+    named_policy,
+)
 from ..drafting.proposers import Draft, ModelDraft, as_proposer, for_run, one_hot_rows
 from ..drafting.proposers import draft_block as draft_block  # re-exported: the model draft's loop
 from ..models.bound import BoundModel, fresh
@@ -318,17 +326,18 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=prompt) if gen is None else gen
     k_now = policy.start
     # steps whose k the policy has already decided go in one call, where none watches; the
-    # automatic policy's choices are made inside the call, where its drafter drafts there
+    # choices of the policies the kernels know are made inside the call, where its drafter
+    # drafts there
     run = getattr(step, "run", None) if after_step is None else None
     steady = getattr(policy, "steady", None)
-    auto = policy if type(policy) is AutoK else None
+    chosen = policy if type(policy) in (AutoK, AdaptiveK, TheoryK) else None
     while len(seq) - len(prompt) < max_new_tokens:
         left = max_new_tokens - (len(seq) - len(prompt))
         new = None
-        if run is not None and auto is not None:
+        if run is not None and chosen is not None:
             new = run(target, proposer, seq, k_now, left, sampling, rule, rng, eos_id, gen,
-                      auto)
-            auto = None if new is None else auto  # declined: a proposer asked in Python
+                      chosen)
+            chosen = None if new is None else chosen  # declined: a proposer asked in Python
         if new is None and run is not None:
             ahead = 1 if steady is None else steady(k_now, gen)
             if ahead is None or (k_now == 0 and ahead > 1):  # k for good, or plain steps

@@ -14,9 +14,10 @@ fits, as here.
 Each step's (drafted, accepted, emitted, extra code: 0 bonus, 1 correction, 2 plain)
 goes into ``record`` [steps, 4] and its drafts into ``drafted_rows`` [steps, k]; the
 tokens after the sequence into ``buf`` [n0 + max_new], whose first n0 are the sequence.
-The drafting kernels also follow the automatic draft-length policy inside the call
-(:func:`next_k`), where the decoder asks for it: each step's k then comes from the steps
-before it, as ``AutoK.after`` chooses it in Python.
+The drafting kernels also follow a draft-length policy inside the call (:func:`next_k`:
+the automatic one, Hugging Face's heuristic, or Theorem 3.8's), where the decoder asks
+for it: each step's k then comes from the steps before it, as the policy's ``after``
+chooses it in Python.
 
 numba compiles these in :func:`specdec_lite.engine.step_kernels.compiled_kernels` and
 caches them keyed by this file; they call that module's bodies, so whoever changes those
@@ -110,43 +111,76 @@ def eagle_run_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, b
 
 # ---------------------------------------------------------------- the policy in the kernel
 #
-# ``policy`` [7 + K + 1] float64: empty for a fixed k; else the automatic policy
-# (:class:`~specdec_lite.drafting.draft_length.AutoK`) as :func:`auto_code` lays it out,
-# (alpha0, prior, decay, probe_every, window, margin, max_backoff, step_cost[0..K]). Its
-# choices read the run's steps so far, ``record[:n_steps]`` (drafted, accepted, ...),
-# which hold the steps before the run too. They are AutoK's, operation for operation.
+# ``policy`` float64: empty for a fixed k; else a draft-length policy of
+# :mod:`specdec_lite.drafting.draft_length` as
+# :func:`~specdec_lite.engine.compiled_step.policy_code` lays it out, its kind first:
+#   AUTO      (1, alpha0, prior, decay, probe_every, window, margin, max_backoff,
+#              step_cost[0..K]);
+#   ADAPTIVE  (2, k_min, k_max, grow, shrink);
+#   THEORY    (3, alpha0, prior, c, k_max).
+# Its choices read the run's steps so far, ``record[:n_steps]`` (drafted, accepted, ...),
+# the steps before the run included, and are the policy's ``after``, operation for
+# operation.
+AUTO, ADAPTIVE, THEORY = 1, 2, 3
 
 
 def policy_k_max(policy):
     """The largest k ``policy`` may choose (0 for a fixed k: the run's own k)."""
-    return 0 if policy.shape[0] == 0 else policy.shape[0] - 8
+    if policy.shape[0] == 0:
+        return 0
+    if policy[0] == AUTO:
+        return policy.shape[0] - 9
+    return np.int64(policy[2] if policy[0] == ADAPTIVE else policy[4])
 
 
 def next_k(policy, k, record, n_steps):
-    """The k after the step ``record[n_steps - 1]``: ``k`` again for a fixed k, else
-    ``AutoK.after``."""
+    """The k after the step ``record[n_steps - 1]``, the last one taken with ``k``."""
     if policy.shape[0] == 0:
         return k
-    alpha = min(_alpha(policy, record, n_steps), 0.999)
-    best, top = 0, -1.0
-    power = 1.0  # alpha ** k
-    for j in range(policy.shape[0] - 7):
-        power *= alpha
-        tokens = (1.0 - power) / (1.0 - alpha) if alpha < 1.0 else j + 1.0
-        rate = tokens / policy[7 + j]
-        if rate > top:
-            best, top = j, rate
-    if best != 0 and not top > 1.0 + policy[5]:
+    if policy[0] == ADAPTIVE:  # AdaptiveK.after
+        drafted, accepted = record[n_steps - 1, 0], record[n_steps - 1, 1]
+        if drafted == 0:
+            return k
+        if accepted == drafted:
+            return min(k + np.int64(policy[3]), np.int64(policy[2]))
+        return max(k - np.int64(policy[4]), np.int64(policy[1]))
+    if policy[0] == THEORY:  # TheoryK.after: k drafts cost k c + 1
+        n_accepted = n_checked = 0
+        for i in range(n_steps):
+            n_accepted += record[i, 1]
+            n_checked += min(record[i, 1] + 1, record[i, 0])
+        alpha = (policy[2] * policy[1] + n_accepted) / (policy[2] + n_checked)
+        cost = np.empty(np.int64(policy[4]) + 1)
+        for j in range(cost.shape[0]):
+            cost[j] = j * policy[3] + 1.0
+        return _best_rate(min(alpha, 0.999), cost, 1)[0]
+    alpha = min(_alpha(policy, record, n_steps), 0.999)  # AutoK.after
+    best, top = _best_rate(alpha, policy[8:], 0)
+    if best != 0 and not top > 1.0 + policy[6]:
         best = 0
     if best == 0 and _probe_due(policy, record, n_steps):
         return 1
     return best
 
 
+def _best_rate(alpha, cost, k_min):
+    """``draft_length.best_rate``: the k in k_min..len(cost) - 1 with the most expected
+    tokens per unit of ``cost``, the first on a tie, and that rate."""
+    best, top = k_min, -1.0
+    power = alpha ** k_min
+    for j in range(k_min, cost.shape[0]):
+        power *= alpha
+        tokens = (1.0 - power) / (1.0 - alpha) if alpha < 1.0 else j + 1.0
+        rate = tokens / cost[j]
+        if rate > top:
+            best, top = j, rate
+    return best, top
+
+
 def _alpha(policy, record, n_steps):
     """``AutoK.alpha``: the decayed α of the last ``window`` drafting steps among the last
     8 × ``window`` steps, then the prior."""
-    alpha0, prior, decay, window = policy[0], policy[1], policy[2], np.int64(policy[4])
+    alpha0, prior, decay, window = policy[1], policy[2], policy[3], np.int64(policy[5])
     weight, seen = 1.0, 0
     accepted = checked = 0.0
     for i in range(n_steps - 1, max(n_steps - 8 * window, 0) - 1, -1):
@@ -163,7 +197,7 @@ def _alpha(policy, record, n_steps):
 
 def _probe_due(policy, record, n_steps):
     """``AutoK.probe_due``: enough plain steps at the end for the next probe."""
-    probe_every, max_backoff = np.int64(policy[3]), np.int64(policy[6])
+    probe_every, max_backoff = np.int64(policy[4]), np.int64(policy[7])
     i, gap = n_steps - 1, 0
     while i >= 0 and record[i, 0] == 0:
         gap, i = gap + 1, i - 1
@@ -198,5 +232,5 @@ def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced
     return n_steps + 1, produced + n_out, hit
 
 
-__all__ = ["eagle_run_kernel", "next_k", "plain_run_kernel", "policy_k_max",
-           "speculative_run_kernel"]
+__all__ = ["ADAPTIVE", "AUTO", "THEORY", "eagle_run_kernel", "next_k", "plain_run_kernel",
+           "policy_k_max", "speculative_run_kernel"]

@@ -464,7 +464,7 @@ def compiled_kernels() -> Kernels:
         scope[name] = jit(scope[name])
     from . import run_kernels  # they call the bodies above, as this module's attributes
 
-    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due"):
+    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
         setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),

@@ -62,6 +62,17 @@ def kernel_calls(monkeypatch) -> list:
     return calls
 
 
+class Alternating:
+    """A draft-length policy the run kernels do not know: k, then k - 2, then k, ...; the
+    loop asks it after every step, and each step is a kernel call of its own."""
+
+    def __init__(self, k: int) -> None:
+        self.start, self.k = k, k
+
+    def after(self, k: int, gen) -> int:
+        return self.k - 2 if len(gen.steps) % 2 else self.k
+
+
 def same_run(a, b) -> bool:
     return (a.tokens.tolist() == b.tokens.tolist() and a.steps == b.steps
             and (a.n_target_calls, a.n_draft_calls) == (b.n_target_calls, b.n_draft_calls))
@@ -90,7 +101,7 @@ def shipped():
     return load_pretrained(backend="numba")
 
 
-@pytest.mark.parametrize("policy", ["fixed", "heuristic"])
+@pytest.mark.parametrize("policy", ["fixed", "heuristic", "alternating"])
 @pytest.mark.parametrize("stop", ["confidence", "risk", "risk-tight"])
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
@@ -99,9 +110,9 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
                                                                    temperature, rule, policy):
     """The shipped draft with a confidence stop or a risk stop (the shipped head, at two
     limits): every step runs in the kernel, with the Python step's tokens, steps and
-    counts; the stops really cut steps short, and not all of them. At a fixed k the
-    whole run is one call of the run kernel; under a policy that changes k, one call per
-    step."""
+    counts; the stops really cut steps short, and not all of them. At a fixed k, and
+    under a policy the run kernel follows (the heuristic), the whole run is one call of
+    the run kernel; under another policy, one call per step."""
     draft = {"confidence": ModelDraft(shipped.draft, min_confidence=0.4),
              "risk": ModelDraft(shipped.draft, risk_stop=RiskStop(shipped_head(), 0.5)),
              "risk-tight": ModelDraft(shipped.draft,
@@ -110,13 +121,17 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
     lengths = set()
     for seed in range(3):
         def decode(seed=seed):
+            if policy == "alternating":
+                return speculative_generate(shipped.target, draft, prompt, k=Alternating(6),
+                                            max_new_tokens=60, temperature=temperature,
+                                            rule=rule, seed=seed)
             return speculative_generate(shipped.target, draft, prompt, k=6, max_new_tokens=60,
                                         temperature=temperature, rule=rule, seed=seed,
                                         policy=policy)
         kernel_calls.clear()
         compiled = decode()
         kernels = compiled_step.compiled_kernels()  # a step left with room for one: plain
-        assert kernel_calls == ([kernels.speculative_run] if policy == "fixed" else
+        assert kernel_calls == ([kernels.speculative_run] if policy != "alternating" else
                                 [kernels.speculative if step.proposed else kernels.plain
                                  for step in compiled.steps])
         python = python_step(decode)
@@ -125,7 +140,7 @@ def test_a_draft_that_stops_early_drafts_in_the_kernel_as_in_python(shipped, pyt
     assert min(lengths) < 6 and len(lengths) > 1, lengths
 
 
-@pytest.mark.parametrize("policy", ["fixed", "heuristic"])
+@pytest.mark.parametrize("policy", ["fixed", "heuristic", "alternating"])
 @pytest.mark.parametrize(("temperature", "rule"),
                          [(0.0, "greedy"), (0.0, "exact"), (0.6, "exact"), (1.0, "exact")])
 def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, python_step,
@@ -133,8 +148,8 @@ def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, py
                                                                      rule, policy):
     """The shipped EAGLE drafter on the shipped target (trained weights, whose drafts the
     target mostly accepts, unlike a random drafter's): every drafting step runs in the
-    EAGLE kernel, with the Python step's tokens, steps and counts; at a fixed k the whole
-    run is one call of its run kernel."""
+    EAGLE kernel, with the Python step's tokens, steps and counts; at a fixed k, and under
+    the heuristic, the whole run is one call of its run kernel."""
     from specdec_lite.pretrained import load_eagle
 
     drafter = load_eagle(shipped.target)
@@ -143,12 +158,16 @@ def test_the_shipped_eagle_drafter_drafts_in_its_kernel_as_in_python(shipped, py
     accepted = corrected = 0
     for seed in range(3):
         def decode(seed=seed):
+            if policy == "alternating":
+                return speculative_generate(shipped.target, drafter, prompt, k=Alternating(4),
+                                            max_new_tokens=60, temperature=temperature,
+                                            rule=rule, seed=seed)
             return speculative_generate(shipped.target, drafter, prompt, k=4,
                                         max_new_tokens=60, temperature=temperature, rule=rule,
                                         seed=seed, policy=policy)
         kernel_calls.clear()
         compiled = decode()
-        assert kernel_calls == ([kernels.eagle_run] if policy == "fixed" else
+        assert kernel_calls == ([kernels.eagle_run] if policy != "alternating" else
                                 [kernels.eagle if step.proposed else kernels.plain
                                  for step in compiled.steps])
         python = python_step(decode)
@@ -220,6 +239,25 @@ def test_the_automatic_policy_runs_in_the_kernel_as_in_python(pair, python_step,
     target, draft = pair
     proposer = draft if drafter == "gpt" else PromptLookup()
     policy = AutoK(StepCosts((1.0, 1.6, 2.2, 2.8)), alpha0=0.5, probe_every=4)  # starts plain
+    check_policy_run(target, proposer, policy, temperature, python_step, kernel_calls,
+                     drafter == "gpt")
+
+
+@pytest.mark.parametrize("policy", ["heuristic", "theory"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_heuristic_and_theory_policies_run_in_the_kernel_as_in_python(
+        pair, python_step, kernel_calls, temperature, policy):
+    from specdec_lite.drafting.draft_length import AdaptiveK, TheoryK
+
+    target, draft = pair
+    chosen = AdaptiveK(start=2, k_max=6) if policy == "heuristic" else TheoryK(c=0.2, k_max=5)
+    check_policy_run(target, draft, chosen, temperature, python_step, kernel_calls, True)
+
+
+def check_policy_run(target, proposer, policy, temperature, python_step, kernel_calls,
+                     in_kernel):
+    """Runs with ``policy`` equal the Python step's; one call of the GPT draft's run
+    kernel where ``in_kernel``, else plain stretches in one call each."""
     kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
@@ -229,7 +267,7 @@ def test_the_automatic_policy_runs_in_the_kernel_as_in_python(pair, python_step,
         compiled = decode()
         python = python_step(decode)
         assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
-        if drafter == "gpt":
+        if in_kernel:
             assert kernel_calls == [kernels.speculative_run]
         else:
             assert kernels.plain_run in kernel_calls
@@ -237,30 +275,49 @@ def test_the_automatic_policy_runs_in_the_kernel_as_in_python(pair, python_step,
     assert any(step.proposed for step in compiled.steps)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_kernels_automatic_policy_chooses_as_autok_does(seed):
-    """run_kernels.next_k, compiled, against AutoK.after on random traces and settings."""
-    from specdec_lite.drafting.draft_length import AutoK, StepCosts
+def random_policy(rng: np.random.Generator, kind: str) -> object:
+    """A draft-length policy of ``kind`` the run kernels follow, with random settings."""
+    from specdec_lite.drafting.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK
+
+    if kind == "adaptive":
+        k_min = int(rng.integers(1, 3))
+        k_max = k_min + int(rng.integers(0, 7))
+        return AdaptiveK(start=int(rng.integers(k_min, k_max + 1)), k_min=k_min, k_max=k_max,
+                         grow=int(rng.integers(0, 3)), shrink=int(rng.integers(0, 3)))
+    if kind == "theory":
+        return TheoryK(c=float(rng.uniform(0, 0.5)), alpha0=float(rng.uniform(0.05, 0.95)),
+                       prior=float(rng.uniform(0.5, 6)), k_max=int(rng.integers(1, 9)))
+    cost = 1.0 + rng.uniform(0.0, 0.8, size=int(rng.integers(1, 9)))
+    return AutoK(StepCosts((1.0, *np.cumsum(cost).tolist())),
+                 alpha0=float(rng.uniform(0.05, 0.95)), prior=float(rng.uniform(0.5, 4)),
+                 decay=float(rng.uniform(0.5, 1.0)), window=int(rng.integers(1, 6)),
+                 probe_every=int(rng.integers(1, 9)), margin=float(rng.uniform(0, 0.2)),
+                 max_backoff=int(rng.integers(0, 4)))
+
+
+@pytest.mark.parametrize("kind", ["auto", "adaptive", "theory"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_kernels_policies_choose_as_in_python(seed, kind):
+    """run_kernels.next_k, compiled, against each policy's after() on random traces and
+    settings (steps with no drafts among them)."""
     from specdec_lite.engine import run_kernels
     from specdec_lite.engine.decode import Generation, Step
 
     compiled_step.compiled_kernels()  # compiles next_k with the rest
     rng = np.random.default_rng(seed)
     for _ in range(60):
-        cost = 1.0 + rng.uniform(0.0, 0.8, size=int(rng.integers(1, 9)))
-        policy = AutoK(StepCosts((1.0, *np.cumsum(cost).tolist())),
-                       alpha0=float(rng.uniform(0.05, 0.95)), prior=float(rng.uniform(0.5, 4)),
-                       decay=float(rng.uniform(0.5, 1.0)), window=int(rng.integers(1, 6)),
-                       probe_every=int(rng.integers(1, 9)), margin=float(rng.uniform(0, 0.2)),
-                       max_backoff=int(rng.integers(0, 4)))
-        code = compiled_step.auto_code(policy)
+        policy = random_policy(rng, kind)
+        code = compiled_step.policy_code(policy)
+        assert compiled_step.CompiledStep.kernels_k_max(code) == getattr(
+            policy, "k_max", getattr(getattr(policy, "costs", None), "k_max", None))
         gen = Generation(tokens=np.zeros(0, dtype=np.int64), prompt=LOOPY)
         record = np.zeros((200, 4), dtype=np.int64)
         k = policy.start
         for n in range(int(rng.integers(1, 200))):
-            accepted = int(rng.integers(0, k + 1))
-            gen.steps.append(Step((5,) * k, accepted, (5,) * accepted + (6,), "bonus"))
-            record[n, 0], record[n, 1] = k, accepted
+            drafted = 0 if rng.random() < 0.1 else k  # now and then a step with no drafts
+            accepted = int(rng.integers(0, drafted + 1))
+            gen.steps.append(Step((5,) * drafted, accepted, (5,) * accepted + (6,), "bonus"))
+            record[n, 0], record[n, 1] = drafted, accepted
             k_python = policy.after(k, gen)
             assert run_kernels.next_k(code, k, record, n + 1) == k_python, (n, policy)
             k = k_python
