@@ -23,6 +23,13 @@ an ulp or so, so a token can differ only when a uniform falls within about 1e-16
 boundary; the tests check token-for-token equality with the Python step at T = 0 and
 T > 0.
 
+Between two steps the loop goes back to Python: a few tens of microseconds, a tenth of a
+step of the shipped target. :meth:`CompiledStep.run` takes many steps in one call of a
+run kernel (:mod:`specdec_lite.engine.run_kernels`) instead: every step of a run at a
+fixed k, a stretch of plain steps, or a whole run under a draft-length policy the kernel
+follows itself (:data:`KERNEL_POLICIES`), for the GPT draft, the early-exit draft and the
+EAGLE drafter.
+
 :func:`step_for` says when it applies (the target a :class:`TransformerModel` GPT on the
 numba backend, on a cache of its own; no top-k or top-p; the exact or greedy rule) and
 returns the step function :func:`specdec_lite.engine.decode.decode_loop` then calls

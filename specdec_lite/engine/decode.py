@@ -305,10 +305,13 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     boundary of :mod:`specdec_lite.engine.resilient` is one); by default
     :func:`speculative_step`, or its compiled twin for GPTs on the numba backend
     (:func:`specdec_lite.engine.compiled_step.step_for`). A step function with a ``run``
-    method (the compiled one has) takes in one call the steps whose k the policy has
-    decided ahead (its ``steady``: every step at a fixed k, a stretch of plain steps under
-    the automatic policy), when there is no ``after_step``: the same steps, taken one
-    after another without returning to Python between them. It records into ``gen``
+    method (the compiled one has) takes many steps in one call when there is no
+    ``after_step``: the whole run under a policy it can follow itself (the automatic one,
+    the heuristic, Theorem 3.8's) when its proposer drafts inside it, else the steps whose
+    k the policy has decided ahead (its ``steady``: every step at a fixed k, a stretch of
+    plain steps under the automatic policy). They are the same steps, with the same k,
+    taken one after another without returning to Python between them. It records into
+    ``gen``
     (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
     with ``gen.tokens`` up to date.
 
