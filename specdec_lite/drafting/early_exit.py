@@ -26,11 +26,13 @@ values they give each committed token are the ones the target already holds in i
 m layers. Drafting beside its target (:func:`shared_blocks` says when), the draft reads
 them there (:meth:`~specdec_lite.models.kv_cache.KVCache.sharing`) instead of computing its
 own: it never catches up over the tokens decoded while it was idle, which a draft with a
-cache of its own must (LayerSkip's cache reuse, on the drafting side). Before each step
-both caches are cut back to the sequence less its last token
-(:meth:`~specdec_lite.drafting.proposers.ModelDraft.propose`), so the entries the draft
+cache of its own must (LayerSkip's cache reuse, on the drafting side). Before each
+drafting step both caches are brought to the sequence less its last token, the target
+forwarding what it lacks of it (a prompt, once:
+:meth:`~specdec_lite.drafting.proposers.ModelDraft.align`), so the entries the draft
 writes, from there on, are the ones the target's verification then writes over; the
-target never reads an entry the draft wrote.
+target never reads an entry the draft wrote. The batched engine keeps its drafts' caches
+in its own arrays and does not share them.
 """
 
 from __future__ import annotations

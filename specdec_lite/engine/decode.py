@@ -311,9 +311,8 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     k the policy has decided ahead (its ``steady``: every step at a fixed k, a stretch of
     plain steps under the automatic policy). They are the same steps, with the same k,
     taken one after another without returning to Python between them. It records into
-    ``gen``
-    (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each step,
-    with ``gen.tokens`` up to date.
+    ``gen`` (default: a new :class:`Generation`). ``after_step(gen, rng)`` runs after each
+    step, with ``gen.tokens`` up to date.
 
     The run keeps its state to itself: a GPT target runs on a cache of its own
     (:func:`specdec_lite.models.bound.fresh`; pass ``target.bound(cache)`` to start from a
