@@ -52,7 +52,7 @@ def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, sh
     """The steps of :func:`~specdec_lite.engine.step_kernels.speculative_kernel` (a GPT
     draft), each with the k ``policy`` chooses (:func:`next_k`), the first with ``k``.
     ``record`` holds the run's ``n_prev`` steps before these; the new ones follow them.
-    Returns (steps, all of them, tokens, timings)."""
+    Returns (steps in ``record``, the earlier ones included; tokens; timings)."""
     k_max = max(k, policy_k_max(policy))
     emitted = np.empty(k_max + 1, dtype=np.int64)  # [k_max + 1] one step's tokens
     drafted = np.empty(k_max, dtype=np.int64)  # [k_max] one step's drafts
@@ -82,8 +82,7 @@ def eagle_run_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, b
                      max_new, k, policy, n_prev, temperature, rule, draw, state, eos,
                      record, drafted_rows, times, clock):
     """The steps of :func:`~specdec_lite.engine.step_kernels.eagle_kernel` (the EAGLE
-    drafter), as :func:`speculative_run_kernel` takes them. Returns (steps, tokens,
-    timings)."""
+    drafter), as :func:`speculative_run_kernel` takes them, with the same answer."""
     k_max = max(k, policy_k_max(policy))
     emitted = np.empty(k_max + 1, dtype=np.int64)  # [k_max + 1] one step's tokens
     drafted = np.empty(k_max, dtype=np.int64)  # [k_max] one step's drafts
