@@ -14,7 +14,7 @@ call of a kernel of :mod:`specdec_lite.engine.step_kernels`:
   the drafter's catch-up and drafts, the target's forward, the rule, the extra token;
 - with any other proposer (prompt lookup, an n-gram draft), the proposer is asked in
   Python as before and the verification runs compiled: the target's forward, the rule,
-  the extra token;
+  the extra token (a run of prompt lookup's steps copies its drafts inside the kernel);
 - with k = 0, the plain step.
 
 It is the Python step, operation for operation: the same rows, the same uniforms from the
@@ -27,8 +27,8 @@ Between two steps the loop goes back to Python: a few tens of microseconds, a te
 step of the shipped target. :meth:`CompiledStep.run` takes many steps in one call of a
 run kernel (:mod:`specdec_lite.engine.run_kernels`) instead: every step of a run at a
 fixed k, a stretch of plain steps, or a whole run under a draft-length policy the kernel
-follows itself (:data:`KERNEL_POLICIES`), for the GPT draft, the early-exit draft and the
-EAGLE drafter.
+follows itself (:data:`KERNEL_POLICIES`), for the GPT draft, the early-exit draft, the
+EAGLE drafter and prompt lookup.
 
 :func:`step_for` says when it applies (the target a :class:`TransformerModel` GPT on the
 numba backend, on a cache of its own; no top-k or top-p; the exact or greedy rule) and
@@ -46,7 +46,7 @@ import numpy as np
 
 from ..drafting.draft_length import AdaptiveK, AutoK, TheoryK
 from ..drafting.eagle import EagleDraft
-from ..drafting.proposers import FeatureView, ModelDraft
+from ..drafting.proposers import FeatureView, ModelDraft, PromptLookup
 from ..models.bound import BoundModel
 from ..models.transformer import TransformerModel
 from . import run_kernels
@@ -274,22 +274,23 @@ class CompiledStep:
         """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
         ``eos_id``, in one compiled call (a run kernel of
         :mod:`~specdec_lite.engine.run_kernels`: the plain one with no proposer or k = 0,
-        else the GPT draft's or the EAGLE drafter's): the steps :meth:`__call__` would take
-        one by one, with the same draws, recorded in ``gen`` alike. With ``policy`` (one of
-        :data:`KERNEL_POLICIES`), the first step takes ``k`` and each later one the k
-        ``policy`` chooses after the steps in ``gen`` so far, inside the call. Returns the new
-        tokens, or None where the run's steps must go one by one: a proposer asked in
-        Python, a window or cache the run could pass (the step then raises the error), a
-        meter and no clock."""
+        else the GPT draft's, the EAGLE drafter's or prompt lookup's): the steps
+        :meth:`__call__` would take one by one, with the same draws, recorded in ``gen``
+        alike. With ``policy`` (one of :data:`KERNEL_POLICIES`), the first step takes ``k``
+        and each later one the k ``policy`` chooses after the steps in ``gen`` so far,
+        inside the call. Returns the new tokens, or None where the run's steps must go one
+        by one: a proposer asked in Python, a window or cache the run could pass (the step
+        then raises the error), a meter and no clock."""
         drafting = proposer is not None and (k > 0 or policy is not None)
         eagle = eagle_in_kernel(proposer, target) if drafting else None
-        if drafting and eagle is None and not drafts_in_kernel(proposer):
+        copies = drafting and type(proposer) is PromptLookup  # drafts copied in the kernel
+        if drafting and eagle is None and not copies and not drafts_in_kernel(proposer):
             return None
         _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
         gpt, n0 = target.model, len(seq)
         if n0 + max_new > min(gpt.config.max_len, t_cache.capacity):
             return None
-        draft = proposer.model if drafting and eagle is None else None
+        draft = proposer.model if drafting and eagle is None and not copies else None
         if draft is not None:
             _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
             if n0 + max_new > min(draft.model.config.max_len, d_cache.capacity):
@@ -328,6 +329,11 @@ class CompiledStep:
                 e_state.kv, e_state.tokens, e_length, buf, n0, max_new, k, rules, n_prev,
                 temperature, code, draw, state, eos, record, drafted, times, clock)
             e_state.length = int(e_length[0])
+        elif copies:
+            n_steps, n_new, n_times = in_kernel(
+                self.kernels.lookup_run, t_model, t_arrays, t_state, buf, n0, max_new, k,
+                rules, n_prev, proposer.max_ngram, proposer.min_ngram, temperature, code,
+                draw, state, eos, record, drafted, times, clock)
         else:
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.speculative_run, t_model, t_arrays, t_state, d_model, d_arrays,
@@ -337,7 +343,7 @@ class CompiledStep:
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
         if drafting:
             self._record(gen, buf[n0 : n0 + n_new], record[n_prev:n_steps],
-                         drafted[n_prev:n_steps])
+                         drafted[n_prev:n_steps], model_calls=not copies)
             n_steps -= n_prev
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += n_steps
@@ -346,17 +352,18 @@ class CompiledStep:
         return buf[n0 : n0 + n_new]
 
     @staticmethod
-    def _record(gen: object, new: np.ndarray, record: np.ndarray,
-                drafted: np.ndarray) -> None:
+    def _record(gen: object, new: np.ndarray, record: np.ndarray, drafted: np.ndarray, *,
+                model_calls: bool) -> None:
         """A run kernel's steps into ``gen``: ``new`` [m] the tokens they emitted,
         ``record`` [steps, (drafted, accepted, emitted, extra code)], ``drafted`` [steps,
-        k] their drafts."""
+        k] their drafts, each drafted by one draft call where ``model_calls`` (prompt
+        lookup calls no model)."""
         tokens, at = new.tolist(), 0
         for (m, accepted, n_out, extra), row in zip(record.tolist(), drafted.tolist(),
                                                     strict=True):
             gen.steps.append(Step(tuple(row[:m]), accepted, tuple(tokens[at : at + n_out]),
                                   RUN_EXTRA[extra]))
-            gen.n_draft_calls += m
+            gen.n_draft_calls += m if model_calls else 0
             at += n_out
 
     def _policy_code(self, policy: object) -> np.ndarray:

@@ -274,8 +274,8 @@ def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
     d, v = wte.shape[1], unembed.shape[1]
     k = min(k, e_tokens.shape[0] - n)  # the drafter's window (capacity = max_len)
     if k <= 0 or n < 2:
-        return _verified(target, t_cache, t_state, seq, drafted[:0], np.empty((0, v)),
-                         temperature, rule, draw, state, emitted, times, n_times, clock)
+        return verify_body(target, t_cache, t_state, seq, drafted[:0], np.empty((0, v)),
+                           temperature, rule, draw, state, emitted, times, n_times, clock)
     common = _sync(seq[: n - 1], t_cache[1], t_state)  # the features of seq[:-1]
     n_times = _append(target, t_cache, t_state, seq[common : n - 1], times, n_times,
                       TARGET, clock)
@@ -325,8 +325,8 @@ def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
     return accepted, accepted + 1, extra, n_times, k
 
 
-def _verified(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
-              emitted, times, n_times, clock):
+def verify_body(target, t_cache, t_state, seq, drafted, q, temperature, rule, draw, state,
+                emitted, times, n_times, clock):
     """:func:`verify_kernel`'s work after ``n_times`` timings; returns its answer and the
     number of tokens drafted."""
     n, k = seq.shape[0], drafted.shape[0]
@@ -344,9 +344,9 @@ def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, 
     (prompt lookup, an n-gram draft): ``drafted`` [k] (k may be 0) after ``seq``, drawn
     from the rows ``q`` [k, V], checked by one target forward and the rule, then the bonus
     or correction token. Returns (accepted, emitted, extra code, timings)."""
-    accepted, n_out, extra, n_times, _ = _verified(target, t_cache, t_state, seq, drafted, q,
-                                                   temperature, rule, draw, state, emitted,
-                                                   times, np.int64(0), clock)
+    accepted, n_out, extra, n_times, _ = verify_body(target, t_cache, t_state, seq, drafted,
+                                                     q, temperature, rule, draw, state,
+                                                     emitted, times, np.int64(0), clock)
     return accepted, n_out, extra, n_times
 
 
@@ -442,7 +442,8 @@ class Kernels(NamedTuple):
     speculative: object
     plain_run: object
     speculative_run: object
-    eagle_run: object  # the run kernels: specdec_lite.engine.run_kernels
+    eagle_run: object
+    lookup_run: object  # the run kernels: specdec_lite.engine.run_kernels
     verify: object
     eagle: object
     tree: object
@@ -459,19 +460,21 @@ def compiled_kernels() -> Kernels:
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
     for name in ("_rows", "_sample", "_sync", "_forward_block", "_causal_bias", "_append",
-                 "_check", "_stop_after", "_verified", "plain_body", "speculative_body",
+                 "_check", "_stop_after", "verify_body", "plain_body", "speculative_body",
                  "eagle_body"):
         scope[name] = jit(scope[name])
     from . import run_kernels  # they call the bodies above, as this module's attributes
 
-    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
+    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate",
+                 "lookup_draft"):
         setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
-                   jit(run_kernels.eagle_run_kernel), jit(verify_kernel), jit(eagle_kernel),
+                   jit(run_kernels.eagle_run_kernel), jit(run_kernels.lookup_run_kernel),
+                   jit(verify_kernel), jit(eagle_kernel),
                    jit(tree_kernel))
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
            "plain_body", "plain_kernel", "speculative_body", "speculative_kernel", "tree_kernel",
-           "verify_kernel"]
+           "verify_body", "verify_kernel"]

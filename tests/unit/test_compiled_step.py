@@ -2,9 +2,10 @@
 the same tokens, steps, draws and caches for GPTs on the numba backend, at T = 0 and T > 0,
 both rules, every k, with EOS, a draft-length policy and a warm cache; the forward meter
 sees the same forwards; it stays out of the way where it does not apply. The same for
-Medusa's compiled greedy verification, on dense and chain trees, and for proposers asked in
-Python whose tokens the compiled step verifies (prompt lookup, a Markov draft, a draft that
-stops when unsure, the EAGLE drafter, which runs the target itself to read its features).
+Medusa's compiled greedy verification, on dense and chain trees, and for the other
+proposers: prompt lookup (its copy made inside the run kernel), a Markov draft asked in
+Python, a draft that stops when unsure, the EAGLE drafter, which reads the target's
+features.
 
 Its exactness against enumerated sequence laws is in
 tests/statistical/test_compiled_step_exact.py. Every test needs numba.
@@ -226,21 +227,24 @@ def test_a_fixed_k_run_is_one_call_and_stops_at_eos_as_the_steps_do(pair, python
             assert compiled.tokens[-1] == eos and len(compiled.tokens) < 30
 
 
-@pytest.mark.parametrize("drafter", ["gpt", "lookup"])
+@pytest.mark.parametrize("drafter", ["gpt", "lookup", "markov"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_the_automatic_policy_runs_in_the_kernel_as_in_python(pair, python_step, kernel_calls,
                                                               temperature, drafter):
-    """Under the automatic policy a drafter that drafts in a kernel takes the whole run in
-    one call, the policy choosing each step's k inside it; a proposer asked in Python
-    takes its plain stretches (until the next probe) in one call each. Either way the
-    run is the Python step's, steps and k included."""
+    """Under the automatic policy a drafter that drafts in a kernel (the GPT draft, prompt
+    lookup) takes the whole run in one call, the policy choosing each step's k inside it;
+    a proposer asked in Python (a Markov draft) takes its plain stretches (until the next
+    probe) in one call each. Either way the run is the Python step's, steps and k
+    included."""
     from specdec_lite.drafting.draft_length import AutoK, StepCosts
 
     target, draft = pair
-    proposer = draft if drafter == "gpt" else PromptLookup()
+    proposer = {"gpt": draft, "lookup": PromptLookup(),
+                "markov": ModelDraft(markov_draft(13))}[drafter]
     policy = AutoK(StepCosts((1.0, 1.6, 2.2, 2.8)), alpha0=0.5, probe_every=4)  # starts plain
+    kernels = compiled_step.compiled_kernels()
     check_policy_run(target, proposer, policy, temperature, python_step, kernel_calls,
-                     drafter == "gpt")
+                     {"gpt": kernels.speculative_run, "lookup": kernels.lookup_run}.get(drafter))
 
 
 @pytest.mark.parametrize("policy", ["heuristic", "theory"])
@@ -251,13 +255,14 @@ def test_the_heuristic_and_theory_policies_run_in_the_kernel_as_in_python(
 
     target, draft = pair
     chosen = AdaptiveK(start=2, k_max=6) if policy == "heuristic" else TheoryK(c=0.2, k_max=5)
-    check_policy_run(target, draft, chosen, temperature, python_step, kernel_calls, True)
+    check_policy_run(target, draft, chosen, temperature, python_step, kernel_calls,
+                     compiled_step.compiled_kernels().speculative_run)
 
 
 def check_policy_run(target, proposer, policy, temperature, python_step, kernel_calls,
                      in_kernel):
-    """Runs with ``policy`` equal the Python step's; one call of the GPT draft's run
-    kernel where ``in_kernel``, else plain stretches in one call each."""
+    """Runs with ``policy`` equal the Python step's; one call of the run kernel
+    ``in_kernel``, or with None plain stretches in one call each."""
     kernels = compiled_step.compiled_kernels()
     for seed in range(3):
         def decode(seed=seed):
@@ -267,8 +272,8 @@ def check_policy_run(target, proposer, policy, temperature, python_step, kernel_
         compiled = decode()
         python = python_step(decode)
         assert same_run(compiled, python), (seed, compiled.tokens, python.tokens)
-        if in_kernel:
-            assert kernel_calls == [kernels.speculative_run]
+        if in_kernel is not None:
+            assert kernel_calls == [in_kernel]
         else:
             assert kernels.plain_run in kernel_calls
             assert len(kernel_calls) < len(compiled.steps)
@@ -519,9 +524,10 @@ def test_other_proposers_are_verified_as_the_python_step_does(pair, python_step,
                                         temperature=temperature, rule=rule, seed=seed)
         kernel_calls.clear()
         compiled = decode()
-        if kind in ("unsure", "eagle"):  # drafted in a kernel at a fixed k: one call
-            assert kernel_calls == [kernels.speculative_run if kind == "unsure"
-                                    else kernels.eagle_run]
+        if kind != "markov":  # drafted in a kernel at a fixed k: one call
+            assert kernel_calls == [{"unsure": kernels.speculative_run,
+                                     "eagle": kernels.eagle_run,
+                                     "lookup": kernels.lookup_run}[kind]]
         else:  # asked in Python, every step verified compiled
             assert len(kernel_calls) == len(compiled.steps)
             drafting = [kernel for kernel, step
@@ -575,12 +581,37 @@ def test_other_proposers_keep_the_generator_meter_and_cache_as_the_python_step(p
     assert results[0] == results[1]
 
 
-def test_a_step_with_no_draft_from_the_proposer_is_the_python_steps_bonus(pair, python_step):
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kernels_lookup_copies_what_prompt_lookup_copies(seed):
+    """run_kernels.lookup_draft, compiled, against proposers.lookup on random sequences
+    over small alphabets (many matches, some none), for every n-gram range and k."""
+    from specdec_lite.drafting.proposers import lookup
+    from specdec_lite.engine import run_kernels
+
+    compiled_step.compiled_kernels()  # compiles lookup_draft in place
+    rng = np.random.default_rng(seed)
+    out = np.empty(8, dtype=np.int64)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        buf = rng.integers(0, int(rng.integers(2, 6)), size=n + 5).astype(np.int64)
+        max_ngram = int(rng.integers(1, 5))
+        min_ngram = int(rng.integers(1, max_ngram + 1))
+        k = int(rng.integers(1, 9))
+        m = run_kernels.lookup_draft(buf, n, k, max_ngram, min_ngram, out)
+        expected = lookup(buf[:n], k, max_ngram, min_ngram)
+        assert out[:m].tolist() == expected.tolist(), (buf[:n], k, max_ngram, min_ngram)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 4])
+def test_a_step_with_no_draft_from_the_proposer_is_the_python_steps_bonus(pair, python_step,
+                                                                         max_new_tokens):
+    """A step with room for drafts where prompt lookup finds none (4 tokens: the first
+    step may draft 3), and a step with no room (1 token: a plain step)."""
     target = pair[0]
     prompt = np.arange(10, dtype=np.int64)  # no token repeats: prompt lookup finds nothing
     def decode():
-        return speculative_generate(target, PromptLookup(), prompt, k=3, max_new_tokens=1,
-                                    temperature=1.0, seed=6)
+        return speculative_generate(target, PromptLookup(), prompt, k=3,
+                                    max_new_tokens=max_new_tokens, temperature=1.0, seed=6)
     compiled = decode()
     assert same_run(compiled, python_step(decode))
     assert compiled.steps[0].proposed == () and compiled.steps[0].extra == "bonus"
