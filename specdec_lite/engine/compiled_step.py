@@ -48,6 +48,7 @@ from ..drafting.draft_length import AdaptiveK, AutoK, TheoryK
 from ..drafting.eagle import EagleDraft
 from ..drafting.proposers import FeatureView, ModelDraft, PromptLookup
 from ..models.bound import BoundModel
+from ..models.ngram import NGramModel
 from ..models.transformer import TransformerModel
 from . import run_kernels
 from .decode import Step, ask_proposer, cut_at_eos, speculative_step
@@ -102,6 +103,17 @@ def drafts_in_kernel(proposer: object | None) -> bool:
     or risk stop) whose model is a GPT on the numba backend on a cache of its own. Any
     other proposer is asked in Python."""
     return type(proposer) is ModelDraft and _parts(proposer.model) is not None
+
+
+def ngram_in_kernel(proposer: object | None) -> NGramModel | None:
+    """The n-gram model when the run kernels draft ``proposer``'s tokens themselves: a
+    :class:`~specdec_lite.drafting.proposers.ModelDraft` with no early stop of a fitted
+    :class:`~specdec_lite.models.ngram.NGramModel` (a subclass may sum its rows otherwise).
+    Else None."""
+    if type(proposer) is not ModelDraft or proposer.stops_early:
+        return None
+    model = proposer.model
+    return model if type(model) is NGramModel and model.fitted else None
 
 
 def eagle_in_kernel(proposer: object | None, target: object) -> EagleDraft | None:
@@ -261,7 +273,8 @@ class CompiledStep:
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += 1
         if timed:
-            self._report(gpt, draft, self.times[:n_times])
+            self._report((gpt.observer, None if draft is None else draft.model.observer),
+                         self.times[:n_times])
         emitted, hit_eos = cut_at_eos(emitted, eos_id)
         gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
                               extra))
@@ -284,20 +297,24 @@ class CompiledStep:
         drafting = proposer is not None and (k > 0 or policy is not None)
         eagle = eagle_in_kernel(proposer, target) if drafting else None
         copies = drafting and type(proposer) is PromptLookup  # drafts copied in the kernel
-        if drafting and eagle is None and not copies and not drafts_in_kernel(proposer):
+        ngram = ngram_in_kernel(proposer) if drafting else None
+        if (drafting and eagle is None and not copies and ngram is None
+                and not drafts_in_kernel(proposer)):
             return None
         _, t_model, t_arrays, t_cache, t_state = self._parts_of(target)
         gpt, n0 = target.model, len(seq)
         if n0 + max_new > min(gpt.config.max_len, t_cache.capacity):
             return None
-        draft = proposer.model if drafting and eagle is None and not copies else None
+        gpt_draft = drafting and eagle is None and not copies and ngram is None
+        draft = proposer.model if gpt_draft else None
         if draft is not None:
             _, d_model, d_arrays, d_cache, d_state = self._parts_of(draft)
             if n0 + max_new > min(draft.model.config.max_len, d_cache.capacity):
                 return None
-        timed = gpt.observer is not None or (draft is not None
-                                             and draft.model.observer is not None)
-        clock = self.clock if timed else UNTIMED
+        observers = (gpt.observer, None if draft is None else draft.model.observer)
+        if ngram is not None:
+            observers = (gpt.observer, ngram.observer)
+        clock = self.clock if observers != (None, None) else UNTIMED
         if clock is None:
             return None
         buf = np.empty(n0 + max_new, dtype=np.int64)  # [n0 + max_new] the sequence, then new
@@ -329,6 +346,11 @@ class CompiledStep:
                 e_state.kv, e_state.tokens, e_length, buf, n0, max_new, k, rules, n_prev,
                 temperature, code, draw, state, eos, record, drafted, times, clock)
             e_state.length = int(e_length[0])
+        elif ngram is not None:
+            n_steps, n_new, n_times = in_kernel(
+                self.kernels.ngram_run, t_model, t_arrays, t_state, ngram.flat_tables(), buf,
+                n0, max_new, k, rules, n_prev, temperature, code, draw, state, eos, record,
+                drafted, times, clock)
         elif copies:
             n_steps, n_new, n_times = in_kernel(
                 self.kernels.lookup_run, t_model, t_arrays, t_state, buf, n0, max_new, k,
@@ -347,8 +369,8 @@ class CompiledStep:
             n_steps -= n_prev
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += n_steps
-        if timed:
-            self._report(gpt, draft, times[:n_times])
+        if observers != (None, None):
+            self._report(observers, times[:n_times])
         return buf[n0 : n0 + n_new]
 
     @staticmethod
@@ -390,11 +412,11 @@ class CompiledStep:
             self.rng, self.source = rng, uniform_source(rng)  # holding rng keeps it alive
         return self.source
 
-    def _report(self, gpt: TransformerModel, draft: BoundModel | None,
-                times: np.ndarray) -> None:
+    @staticmethod
+    def _report(observers: tuple, times: np.ndarray) -> None:
         """Each timed forward in ``times`` [forwards, (who, rows, seconds)] to its model's
-        observer: (rows, seconds)."""
-        observers = (gpt.observer, None if draft is None else draft.model.observer)
+        observer in ``observers`` (the target's, the draft's; None: none): (rows,
+        seconds)."""
         for who, n, seconds in times.tolist():
             observer = observers[int(who)]
             if observer is not None:

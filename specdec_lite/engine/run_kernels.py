@@ -10,7 +10,8 @@ work (its ``*_body``), with the same draws in the same order, and the run stops 
 loop does, after ``max_new`` tokens or the token ``eos`` (-1: none), its step cut after
 it. The loop's k for a step is ``min(k, tokens left - 1)``, a plain step when no draft
 fits, as here. The drafters here: a GPT draft (the early-exit draft among them), the EAGLE
-drafter, and prompt lookup, whose copy from the sequence is a few compiled comparisons.
+drafter, prompt lookup and an n-gram draft, the last two drafting as
+:mod:`specdec_lite.engine.draft_kernels` does.
 
 Each step's (drafted, accepted, emitted, extra code: 0 bonus, 1 correction, 2 plain)
 goes into ``record`` [steps, 4] and its drafts into ``drafted_rows`` [steps, k]; the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import draft_kernels as drafts
 from . import step_kernels as steps
 
 
@@ -114,7 +116,7 @@ def lookup_run_kernel(target, t_cache, t_state, buf, n0, max_new, k, policy, n_p
                       drafted_rows, times, clock):
     """The steps of prompt lookup (:class:`~specdec_lite.drafting.proposers.PromptLookup`
     with ``max_ngram`` and ``min_ngram``): each step's drafts copied from the sequence
-    (:func:`lookup_draft`), then verified as
+    (:func:`~specdec_lite.engine.draft_kernels.lookup_draft`), then verified as
     :func:`~specdec_lite.engine.step_kernels.verify_kernel` verifies them, against one-hot
     rows q; a step with no match verifies no draft and draws its token from the target's
     row. Otherwise as :func:`speculative_run_kernel`, with the same answer."""
@@ -134,7 +136,7 @@ def lookup_run_kernel(target, t_cache, t_state, buf, n0, max_new, k, policy, n_p
             emitted[0] = token
             accepted, n_out, extra, m = 0, 1, 2, 0
         else:
-            m = lookup_draft(buf, n, k_step, max_ngram, min_ngram, drafted)
+            m = drafts.lookup_draft(buf, n, k_step, max_ngram, min_ngram, drafted)
             for i in range(m):
                 q[i, :] = 0.0
                 q[i, drafted[i]] = 1.0
@@ -148,21 +150,42 @@ def lookup_run_kernel(target, t_cache, t_state, buf, n0, max_new, k, policy, n_p
     return n_steps, produced, n_times
 
 
-def lookup_draft(buf, n, k, max_ngram, min_ngram, out):
-    """:func:`specdec_lite.drafting.proposers.lookup` of ``buf[:n]``: up to ``k`` tokens
-    into ``out`` from after the latest earlier occurrence of the last g tokens (g =
-    ``max_ngram`` down to ``min_ngram``), the occurrence ending before the last token.
-    Returns how many (0: no match)."""
-    for g in range(min(max_ngram, n - 1), min_ngram - 1, -1):
-        for s in range(n - 1 - g, -1, -1):  # the latest occurrence first
-            j = 0
-            while j < g and buf[s + j] == buf[n - g + j]:
-                j += 1
-            if j == g:
-                m = min(k, n - s - g)
-                out[:m] = buf[s + g : s + g + m]
-                return m
-    return 0
+def ngram_run_kernel(target, t_cache, t_state, tables, buf, n0, max_new, k, policy, n_prev,
+                     temperature, rule, draw, state, eos, record, drafted_rows, times, clock):
+    """The steps of an n-gram draft (a :class:`~specdec_lite.drafting.proposers.ModelDraft`
+    of an :class:`~specdec_lite.models.ngram.NGramModel`, ``tables`` its flat tables):
+    each step's k tokens drafted from the model's rows
+    (:func:`~specdec_lite.engine.draft_kernels.ngram_draft`), then verified against those
+    rows as :func:`~specdec_lite.engine.step_kernels.verify_kernel` verifies them.
+    Otherwise as :func:`speculative_run_kernel`, with the same answer."""
+    k_max = max(k, policy_k_max(policy))
+    emitted = np.empty(k_max + 1, dtype=np.int64)  # [k_max + 1] one step's tokens
+    drafted = np.empty(k_max, dtype=np.int64)  # [k_max] one step's drafts
+    v = t_cache[2].shape[1]
+    q = np.zeros((k_max, v))  # [k_max, V] the rows they were drawn from
+    row = np.empty(v)  # [V] one row before its temperature
+    produced, n_steps, n_times = 0, n_prev, np.int64(0)
+    while produced < max_new:
+        if n_steps > n_prev:
+            k = next_k(policy, k, record, n_steps)
+        n = n0 + produced
+        k_step = min(k, max_new - produced - 1)
+        if k_step == 0:
+            token, n_times = steps.plain_body(target, t_cache, t_state, buf[:n], temperature,
+                                              rule, draw, state, times, n_times, clock)
+            emitted[0] = token
+            accepted, n_out, extra, m = 0, 1, 2, 0
+        else:
+            n_times = drafts.ngram_draft(tables, buf, n, k_step, temperature, draw, state,
+                                         drafted, q, row, times, n_times, clock)
+            accepted, n_out, extra, n_times, m = steps.verify_body(
+                target, t_cache, t_state, buf[:n], drafted[:k_step], q[:k_step], temperature,
+                rule, draw, state, emitted, times, n_times, clock)
+        n_steps, produced, hit = _record(buf, n, emitted, n_out, eos, record, drafted_rows,
+                                         n_steps, produced, m, accepted, extra, drafted)
+        if hit:
+            break
+    return n_steps, produced, n_times
 
 
 # ---------------------------------------------------------------- the policy in the kernel
@@ -288,5 +311,5 @@ def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced
     return n_steps + 1, produced + n_out, hit
 
 
-__all__ = ["ADAPTIVE", "AUTO", "THEORY", "eagle_run_kernel", "lookup_draft", "lookup_run_kernel",
-           "next_k", "plain_run_kernel", "policy_k_max", "speculative_run_kernel"]
+__all__ = ["ADAPTIVE", "AUTO", "THEORY", "eagle_run_kernel", "lookup_run_kernel", "next_k",
+           "ngram_run_kernel", "plain_run_kernel", "policy_k_max", "speculative_run_kernel"]

@@ -61,7 +61,7 @@ def _rows(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
         out[r, :] = z
 
 
-def _sample(p, draw, state):  # [V] -> one id, by inverse CDF with one uniform
+def sample_row(p, draw, state):  # [V] -> one id, by inverse CDF with one uniform
     cdf = np.cumsum(p)
     return np.searchsorted(cdf, next_double(draw, state) * cdf[-1],  # noqa: F821
                            side="right")
@@ -158,7 +158,7 @@ def plain_body(target, t_cache, t_state, seq, temperature, rule, draw, state, ti
     n_times = _append(target, t_cache, t_state, seq[common:], times, n_times, TARGET, clock)
     p = np.empty((1, t_cache[2].shape[1]))
     _rows(t_cache[2][n - 1 : n], temperature, p)
-    token = np.argmax(p[0]) if rule == 1 else _sample(p[0], draw, state)
+    token = np.argmax(p[0]) if rule == 1 else sample_row(p[0], draw, state)
     return token, n_times
 
 
@@ -207,7 +207,7 @@ def speculative_body(target, t_cache, t_state, draft, d_cache, d_state, shared, 
             n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
                               n_times, DRAFT, clock)
         _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
-        token = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
+        token = np.argmax(q[i]) if temperature == 0.0 else sample_row(q[i], draw, state)
         ctx[n + i] = token
         if stops:
             if temperature == 0.0:
@@ -310,7 +310,7 @@ def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
         fast.linear_rows(predicted, unembed, t_tiled[8], t_tiled[9], no_bias, logits,
                          t_paths)  # CompiledForward.readout
         _rows(logits, temperature, q[i : i + 1])
-        token = np.argmax(q[i]) if temperature == 0.0 else _sample(q[i], draw, state)
+        token = np.argmax(q[i]) if temperature == 0.0 else sample_row(q[i], draw, state)
         ctx[n + i] = token
         if i + 1 < k:  # entry n-1+i reads its own prediction and token x_{i+1}
             one[0, :d] = predicted[0]
@@ -387,7 +387,7 @@ def _check(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, 
             mass = diff.sum()
             if mass > 0:
                 dist = diff / mass
-    emitted[accepted] = np.argmax(dist) if rule == 1 else _sample(dist, draw, state)
+    emitted[accepted] = np.argmax(dist) if rule == 1 else sample_row(dist, draw, state)
     return accepted, extra, n_times
 
 
@@ -443,7 +443,8 @@ class Kernels(NamedTuple):
     plain_run: object
     speculative_run: object
     eagle_run: object
-    lookup_run: object  # the run kernels: specdec_lite.engine.run_kernels
+    lookup_run: object
+    ngram_run: object  # the run kernels: specdec_lite.engine.run_kernels
     verify: object
     eagle: object
     tree: object
@@ -459,22 +460,25 @@ def compiled_kernels() -> Kernels:
     # no fastmath: the draws compare as the Python step's; the GIL released, as the
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
-    for name in ("_rows", "_sample", "_sync", "_forward_block", "_causal_bias", "_append",
+    for name in ("_rows", "sample_row", "_sync", "_forward_block", "_causal_bias", "_append",
                  "_check", "_stop_after", "verify_body", "plain_body", "speculative_body",
                  "eagle_body"):
         scope[name] = jit(scope[name])
-    from . import run_kernels  # they call the bodies above, as this module's attributes
+    # the run kernels call the bodies above and the drafters, as their modules' attributes
+    from . import draft_kernels, run_kernels
 
-    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate",
-                 "lookup_draft"):
+    for name in ("lookup_draft", "ngram_row", "tempered", "ngram_draft"):
+        setattr(draft_kernels, name, jit(getattr(draft_kernels, name)))
+    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
         setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
                    jit(run_kernels.eagle_run_kernel), jit(run_kernels.lookup_run_kernel),
+                   jit(run_kernels.ngram_run_kernel),
                    jit(verify_kernel), jit(eagle_kernel),
                    jit(tree_kernel))
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
-           "plain_body", "plain_kernel", "speculative_body", "speculative_kernel", "tree_kernel",
-           "verify_body", "verify_kernel"]
+           "plain_body", "plain_kernel", "sample_row", "speculative_body", "speculative_kernel",
+           "tree_kernel", "verify_body", "verify_kernel"]

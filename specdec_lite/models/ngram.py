@@ -10,7 +10,7 @@ the decoders use it when it is there and read every model through :func:`model_r
 from __future__ import annotations
 
 import time
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -125,6 +125,19 @@ class MarkovModel:
         return self.transition[tokens]  # [n, V]
 
 
+class FlatTables(NamedTuple):
+    """:meth:`NGramModel.flat_tables`: every order's tables end to end."""
+
+    ctx_keys: np.ndarray  # [contexts] int64, sorted within each order
+    ctx_totals: np.ndarray  # [contexts] float64: c(h)
+    ctx_types: np.ndarray  # [contexts] float64: u(h), distinct tokens seen after h
+    ctx_first: np.ndarray  # [contexts] int64: where h's pairs start in the pair arrays
+    pair_counts: np.ndarray  # [pairs] float64: c(h, x)
+    pair_next: np.ndarray  # [pairs] int64: x
+    ctx_at: np.ndarray  # [order + 1] int64: where each order's contexts start
+    add_k: float  # the add-k constant, or 0.0 for Witten-Bell
+
+
 class NGramModel:
     """A character n-gram model with Witten–Bell interpolation or add-k smoothing.
 
@@ -168,6 +181,7 @@ class NGramModel:
         # For last_probs: where each context's block of pairs starts, and their next tokens.
         self._ctx_first: list[np.ndarray] = []
         self._pair_next: list[np.ndarray] = []
+        self._flat: FlatTables | None = None  # flat_tables(), made when first asked for
 
     @property
     def fitted(self) -> bool:
@@ -201,8 +215,31 @@ class NGramModel:
                                 ("_pair_next", (keys % V).astype(np.intp))):  # for bincount
                 array.flags.writeable = False
                 tables[name].append(array)
+        tables["_flat"] = None  # laid out again when next asked for
         self.__dict__.update(tables)  # the new tables replace the old ones together
         return self
+
+    def flat_tables(self) -> FlatTables:
+        """The fitted tables of every order laid end to end, as compiled code reads them
+        (:func:`specdec_lite.engine.draft_kernels.ngram_row`): order m's contexts are
+        ``ctx_keys[ctx_at[m] : ctx_at[m + 1]]``, and a context's continuations the
+        ``types`` pairs from its ``first`` on. Laid out once per fit."""
+        if not self.fitted:
+            raise ValueError("NGramModel.flat_tables called before fit")
+        if self._flat is None:
+            self._flat = self._laid_flat()
+        return self._flat
+
+    def _laid_flat(self) -> FlatTables:
+        pair_at = np.cumsum([0] + [keys.size for keys in self._pair_keys])  # [order + 1]
+        return FlatTables(
+            np.concatenate(self._ctx_keys), np.concatenate(self._ctx_totals),
+            np.concatenate(self._ctx_types),
+            np.concatenate([first + pair_at[m] for m, first in enumerate(self._ctx_first)]),
+            np.concatenate(self._pair_counts),
+            np.concatenate(self._pair_next).astype(np.int64),
+            np.cumsum([0] + [keys.size for keys in self._ctx_keys]).astype(np.int64),
+            self.add_k if self.smoothing == "add-k" else 0.0)
 
     def _lookup(self, sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
         if sorted_keys.size == 0:  # no n-grams of this order were seen

@@ -1,9 +1,10 @@
 """The compiled step is exact: speculative decoding with two small random GPTs on the numba
 backend, whose every step runs in one compiled call (specdec_lite.engine.compiled_step),
 samples whole continuations from the target's law, enumerated exactly from the same
-compiled target. The same for proposers asked in Python whose tokens the compiled step
-verifies: prompt lookup (one-hot rows) and a Markov draft (rows of its own); and for a
-random EAGLE drafter, which drafts inside its own kernel. Pearson's chi-square stays below
+compiled target. The same for the other proposers: prompt lookup (one-hot rows, copied
+inside the run kernel), an n-gram draft (its rows summed inside the run kernel) and a
+Markov draft (rows of its own, asked in Python); and for a random EAGLE drafter, which
+drafts inside its own kernel. Pearson's chi-square stays below
 its 0.1% critical value; the greedy rule at T > 0 (lossy), run through the same compiled
 steps, exceeds it at the same N.
 Needs numba.
@@ -20,7 +21,7 @@ from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import speculative_generate
 from specdec_lite.models import fast
-from specdec_lite.models.ngram import MarkovModel
+from specdec_lite.models.ngram import MarkovModel, NGramModel
 from specdec_lite.models.transformer import TransformerModel
 from specdec_lite.rules.distributions import Sampling
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.skipif(not fast.available(), reason=f"needs {fast.INSTA
 
 PROMPT, LENGTH, N = [0, 2], 4, 3000
 MARKOV = MarkovModel(np.array([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6], [0.1, 0.7, 0.2]]))
+NGRAM = NGramModel(3, 3).fit(np.random.default_rng(4).integers(0, 3, size=40))
 
 
 def gpt(seed: int, scale: float) -> TransformerModel:
@@ -62,10 +64,11 @@ def test_the_runs_below_take_the_compiled_step(pair):
     own = target.bound()
     own_draft = ModelDraft(draft).for_sequence(own)
     assert compiled_step.drafts_in_kernel(own_draft)
-    for proposer in (own_draft, PromptLookup(), ModelDraft(MARKOV)):
+    for proposer in (own_draft, PromptLookup(), ModelDraft(MARKOV), ModelDraft(NGRAM)):
         assert isinstance(compiled_step.step_for(own, proposer, Sampling(1.0), "exact"),
                           compiled_step.CompiledStep)
     assert compiled_step.eagle_in_kernel(eagle(target).for_sequence(own), own) is not None
+    assert compiled_step.ngram_in_kernel(ModelDraft(NGRAM)) is NGRAM
 
 
 @pytest.mark.parametrize(("k", "temperature"), [(1, 1.0), (3, 1.0), (2, 0.6), (4, 1.5)])
@@ -85,8 +88,10 @@ def test_the_greedy_rule_through_the_compiled_step_fails_the_same_test(pair):
 
 @pytest.mark.parametrize(("proposer", "k", "temperature"),
                          [(PromptLookup(max_ngram=2), 3, 1.0), (PromptLookup(), 2, 0.6),
-                          (ModelDraft(MARKOV), 2, 1.0), (ModelDraft(MARKOV), 3, 1.4)],
-                         ids=["lookup-k3-T1", "lookup-k2-T0.6", "markov-k2-T1", "markov-k3-T1.4"])
+                          (ModelDraft(MARKOV), 2, 1.0), (ModelDraft(MARKOV), 3, 1.4),
+                          (ModelDraft(NGRAM), 2, 1.0), (ModelDraft(NGRAM), 3, 0.6)],
+                         ids=["lookup-k3-T1", "lookup-k2-T0.6", "markov-k2-T1", "markov-k3-T1.4",
+                              "ngram-k2-T1", "ngram-k3-T0.6"])
 def test_compiled_verification_of_other_proposers_samples_the_target_law(pair, proposer, k,
                                                                          temperature):
     target = pair[0]
@@ -95,10 +100,11 @@ def test_compiled_verification_of_other_proposers_samples_the_target_law(pair, p
     assert stat < chi2_critical(df), f"chi2={stat:.1f} exceeds the 0.1% critical value (df={df})"
 
 
-def test_the_greedy_rule_on_a_proposer_asked_in_python_fails_the_same_test(pair):
+@pytest.mark.parametrize("model", [MARKOV, NGRAM], ids=["markov", "ngram"])
+def test_the_greedy_rule_on_other_proposers_fails_the_same_test(pair, model):
     target = pair[0]
     expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
-    stat, df = chi2_statistic(samples(target, ModelDraft(MARKOV), 2, 1.0, rule="greedy"),
+    stat, df = chi2_statistic(samples(target, ModelDraft(model), 2, 1.0, rule="greedy"),
                               expected)
     assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"
 

@@ -581,27 +581,6 @@ def test_other_proposers_keep_the_generator_meter_and_cache_as_the_python_step(p
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_the_kernels_lookup_copies_what_prompt_lookup_copies(seed):
-    """run_kernels.lookup_draft, compiled, against proposers.lookup on random sequences
-    over small alphabets (many matches, some none), for every n-gram range and k."""
-    from specdec_lite.drafting.proposers import lookup
-    from specdec_lite.engine import run_kernels
-
-    compiled_step.compiled_kernels()  # compiles lookup_draft in place
-    rng = np.random.default_rng(seed)
-    out = np.empty(8, dtype=np.int64)
-    for _ in range(300):
-        n = int(rng.integers(1, 30))
-        buf = rng.integers(0, int(rng.integers(2, 6)), size=n + 5).astype(np.int64)
-        max_ngram = int(rng.integers(1, 5))
-        min_ngram = int(rng.integers(1, max_ngram + 1))
-        k = int(rng.integers(1, 9))
-        m = run_kernels.lookup_draft(buf, n, k, max_ngram, min_ngram, out)
-        expected = lookup(buf[:n], k, max_ngram, min_ngram)
-        assert out[:m].tolist() == expected.tolist(), (buf[:n], k, max_ngram, min_ngram)
-
-
 @pytest.mark.parametrize("max_new_tokens", [1, 4])
 def test_a_step_with_no_draft_from_the_proposer_is_the_python_steps_bonus(pair, python_step,
                                                                          max_new_tokens):
