@@ -21,9 +21,10 @@ from .drafting.proposers import Draft, ModelDraft, PromptLookup
 from .engine.batch import BatchEngine
 from .engine.batch_generate import generate_batch, speculative_generate_batch
 from .engine.breaker import CircuitBreaker
-from .engine.decode import Generation, Step, generate, speculative_generate
+from .engine.decode import generate, speculative_generate
 from .engine.medusa_decode import medusa_generate
 from .engine.resilient import resilient_generate
+from .engine.trace import Generation, Step
 from .models.corpus import fit_ngrams, load_text
 from .models.ngram import FastModel, MarkovModel, Model, NGramModel, TableModel
 from .models.tokenizer import CharTokenizer

@@ -36,7 +36,8 @@ import numpy as np
 
 from ..drafting.draft_length import TheoryK
 from ..drafting.proposers import PromptLookup
-from ..engine.decode import Generation, generate, speculative_generate
+from ..engine.decode import generate, speculative_generate
+from ..engine.trace import Generation
 from ..models.corpus import load_text
 from ..pretrained import load_eagle, load_early_exit, load_pretrained
 from .config import choose_prompts, resolve_backend, schedule

@@ -32,7 +32,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engine.decode import Generation, generate, speculative_generate
+from ..engine.decode import generate, speculative_generate
+from ..engine.trace import Generation
 from ..models.corpus import load_text
 from ..pretrained import load_pretrained
 from .config import QUICK, Settings, choose_prompts, schedule

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..checks import check_int
 from ..drafting.proposers import as_proposer, for_run
-from ..engine.decode import Generation, generate
+from ..engine.decode import generate
+from ..engine.trace import Generation
 from ..models.bound import fresh
 from ..rules.distributions import Sampling
 

@@ -21,8 +21,9 @@ from datetime import UTC, datetime
 import numpy as np
 
 from ..drafting.medusa import Tree, chain_tree, sparse_tree, top_k_accuracy
-from ..engine.decode import Generation, generate, speculative_generate
+from ..engine.decode import generate, speculative_generate
 from ..engine.medusa_decode import medusa_generate
+from ..engine.trace import Generation
 from ..models.corpus import load_text
 from ..models.ngram import NGramModel
 from ..pretrained import Pretrained, load_pretrained

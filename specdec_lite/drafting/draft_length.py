@@ -41,7 +41,7 @@ from .proposers import ModelDraft
 from .stop_head import MAX_RISK, RiskStop, shipped_head
 
 if TYPE_CHECKING:
-    from ..engine.decode import Generation
+    from ..engine.trace import Generation
 
 
 @dataclass(frozen=True)

@@ -66,9 +66,10 @@ from ..models.ngram import check_model
 from ..rules.distributions import Sampling, as_generator, sample
 from ..rules.verify import Verification, check_rule, verify_checked
 from .batch_boundary import RowsRequest
-from .decode import Generation, Step, ask_proposer, cut_at_eos, measured_costs
+from .decode import ask_proposer, measured_costs
 from .faults import VerifierFault, fault_cause
 from .sequence import SequenceState, state_from_dict
+from .trace import Generation, Step, cut_at_eos
 
 
 @dataclass(frozen=True)

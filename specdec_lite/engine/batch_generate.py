@@ -10,7 +10,7 @@ import numpy as np
 from ..checks import check_int
 from ..rules.distributions import as_generator
 from .batch import BatchEngine
-from .decode import Generation
+from .trace import Generation
 
 
 def _generators(seeds: object, n: int) -> list[np.random.Generator]:

@@ -34,9 +34,9 @@ import numpy as np
 from ..checks import check_prompt
 from ..models.ngram import check_model
 from ..rules.distributions import as_generator
-from .decode import Step
 from .faults import generator_from_state, generator_state
 from .resilient import ResilientGeneration, resilient_generate
+from .trace import Step
 
 #: Written into the file header (PRAGMA application_id): "SDLJ".
 APPLICATION_ID = 0x53444C4A

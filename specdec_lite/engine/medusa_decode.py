@@ -33,7 +33,7 @@ from ..rules.distributions import (
 )
 from ..rules.verify import acceptance_mask, check_rule, verify_checked
 from .compiled_step import TreeStep, tree_step_for
-from .decode import Generation, Step, cut_at_eos
+from .trace import Generation, Step, cut_at_eos
 
 
 @dataclass

@@ -44,14 +44,7 @@ from ..models.ngram import model_rows
 from ..rules.distributions import Sampling, sample, truncate
 from ..rules.verify import Verification
 from .breaker import CircuitBreaker
-from .decode import (
-    Generation,
-    Step,
-    ask_proposer,
-    check_speculative,
-    cut_at_eos,
-    decode_loop,
-)
+from .decode import ask_proposer, check_speculative, decode_loop
 from .faults import (
     InProcessVerifier,
     VerifyRequest,
@@ -59,6 +52,7 @@ from .faults import (
     generator_state,
 )
 from .telemetry import NULL_SINK, Sink, StepEvent, Summary
+from .trace import Generation, Step, cut_at_eos
 
 
 @dataclass

@@ -18,8 +18,8 @@ from ..checks import check_eos, check_int, check_prompt, check_real, check_token
 from ..drafting.draft_length import FixedK, policy_from_record, policy_record, replay_k
 from ..drafting.stop_head import RiskStop
 from ..rules.distributions import Sampling
-from .decode import Generation, Step
 from .faults import generator_from_state
+from .trace import Generation, Step
 
 
 @dataclass

@@ -38,10 +38,10 @@ from ..drafting.proposers import PromptLookup
 from ..engine.batch import BatchEngine, Sampling
 from ..engine.batch_boundary import rows_step
 from ..engine.breaker import CircuitBreaker
-from ..engine.decode import Step, step_counts
 from ..engine.faults import ProcessVerifier
 from ..engine.medusa_decode import MedusaRun, medusa_generate, medusa_start, medusa_step
 from ..engine.sequence import step_records
+from ..engine.trace import Step, step_counts
 from ..pretrained import shipped_target
 from .scheduler import Settings, StepUpdate
 from .schema import DEFAULT_K, METHODS

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.decode import step_counts
 from ..engine.journal import Entry, Journal
+from ..engine.trace import step_counts
 from .scheduler import Job, Settings, StepUpdate, stop_cut
 
 #: How many times a server start resumes one request before setting it aside.

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_int, check_probs, check_prompt
-from ..engine.decode import Generation, Step, speculative_generate
+from ..engine.decode import speculative_generate
+from ..engine.trace import Generation, Step
 from ..models.ngram import MarkovModel, check_model
 from ..rules.distributions import as_generator, check_top_k, check_top_p, sample, warp
 from ..rules.verify import Verification

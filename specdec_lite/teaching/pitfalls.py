@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..engine.decode import Generation, speculative_generate
+from ..engine.decode import speculative_generate
+from ..engine.trace import Generation
 from ..functional import softmax
 from ..models.transformer import TransformerModel
 from ..rules.distributions import sample, warp
