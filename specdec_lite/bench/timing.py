@@ -45,7 +45,9 @@ from pathlib import Path
 import numpy as np
 
 from ..drafting.medusa import MedusaHeads
+from ..engine import draft_kernels
 from ..engine.compiled_step import in_kernel
+from ..engine.step_kernels import compiled_kernels
 from ..models import fast, kernels
 from ..models.ngram import NGramModel
 from ..models.transformer import TransformerModel
@@ -105,8 +107,8 @@ def cost_curve(models: Pretrained, ngram: NGramModel | None, prefix: np.ndarray,
                repeats: int, seed: int,
                burst: int = 4) -> tuple[np.ndarray, float, float | None, float | None]:
     """Median seconds of target forwards over n = 1..n_max new tokens [n_max], of a draft
-    forward over one token, of one heads call and of one n-gram ``last_probs`` row after
-    ``prefix`` (None for a model that is absent), after ``prefix`` is cached.
+    forward over one token, of one heads call and of one n-gram draft row after ``prefix``
+    (:func:`ngram_probe`; None for a model that is absent), after ``prefix`` is cached.
 
     Every repetition runs all probes in a seeded shuffled order; repetition 0 is warm-up.
     Each probe runs ``burst`` times back to back and the first, cold call is not counted:
@@ -124,7 +126,7 @@ def cost_curve(models: Pretrained, ngram: NGramModel | None, prefix: np.ndarray,
     if heads is not None:
         probes.append(lambda: heads.logits(hidden))
     if ngram is not None:
-        probes.append(lambda: ngram.last_probs(prefix))
+        probes.append(ngram_probe(ngram, prefix, compiled=models.target.compiled is not None))
     rng = np.random.default_rng(seed)
     times = np.zeros((repeats, len(probes), burst - 1))  # [repeats, probes, warm calls]
     for rep in range(repeats + 1):
@@ -141,6 +143,24 @@ def cost_curve(models: Pretrained, ngram: NGramModel | None, prefix: np.ndarray,
     heads_s = float(med.pop(n_max + 1)) if heads is not None else None
     ngram_s = float(med.pop(n_max + 1)) if ngram is not None else None
     return np.array(med[:n_max]), float(med[n_max]), heads_s, ngram_s
+
+
+def ngram_probe(ngram: NGramModel, prefix: np.ndarray, *, compiled: bool) -> Callable:
+    """One n-gram draft row after ``prefix``, as the runs compute it: on the compiled
+    backend the run kernels' row (:func:`specdec_lite.engine.draft_kernels.ngram_row` and
+    its temperature), else ``last_probs``."""
+    if not compiled:
+        return lambda: ngram.last_probs(prefix)[0]
+    compiled_kernels()  # compiles the drafting functions in place
+    tables, row, out = ngram.flat_tables(), np.empty(ngram.vocab_size), np.empty(ngram.vocab_size)
+    n = len(prefix)
+
+    def probe() -> np.ndarray:  # [V]
+        draft_kernels.ngram_row(*tables, prefix, n, row)
+        draft_kernels.tempered(row, 1.0, out)
+        return out
+
+    return probe
 
 
 def _profile_key(function: Callable) -> tuple[str, int, str]:

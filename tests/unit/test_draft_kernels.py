@@ -192,3 +192,16 @@ def test_where_the_ngram_draft_is_drafted_in_the_kernel():
     for proposer in (None, ModelDraft(model, min_confidence=0.3), ModelDraft(sub),
                      ModelDraft(NGramModel(3, V))):
         assert compiled_step.ngram_in_kernel(proposer) is None
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_benchmarks_isolated_ngram_row_is_the_runs_row(kernels, compiled):
+    """The cost curve times the row the runs compute: the kernel's on the compiled
+    backend, last_probs on numpy; both are the model's row."""
+    from specdec_lite.bench.timing import ngram_probe
+
+    model = fitted(4)
+    prefix = np.concatenate([PROMPT, PROMPT[:3]])
+    row = ngram_probe(model, prefix, compiled=compiled)()
+    assert row.tolist() == model.last_probs(prefix)[0].tolist()
+
