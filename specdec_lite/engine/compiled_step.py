@@ -12,9 +12,10 @@ call of a kernel of :mod:`specdec_lite.engine.step_kernels`:
   forwards and draws, the target's forward, the rule, the bonus or correction token;
 - with the EAGLE drafter on the run's target cache, the whole step too: the features read,
   the drafter's catch-up and drafts, the target's forward, the rule, the extra token;
-- with any other proposer (prompt lookup, an n-gram draft), the proposer is asked in
-  Python as before and the verification runs compiled: the target's forward, the rule,
-  the extra token (a run of prompt lookup's steps copies its drafts inside the kernel);
+- with any other proposer, the proposer is asked in Python as before and the
+  verification runs compiled: the target's forward, the rule, the extra token (prompt
+  lookup and an n-gram draft, asked one step at a time, are asked so too; their runs
+  draft inside the run kernels);
 - with k = 0, the plain step.
 
 It is the Python step, operation for operation: the same rows, the same uniforms from the
@@ -28,7 +29,7 @@ step of the shipped target. :meth:`CompiledStep.run` takes many steps in one cal
 run kernel (:mod:`specdec_lite.engine.run_kernels`) instead: every step of a run at a
 fixed k, a stretch of plain steps, or a whole run under a draft-length policy the kernel
 follows itself (:data:`KERNEL_POLICIES`), for the GPT draft, the early-exit draft, the
-EAGLE drafter and prompt lookup.
+EAGLE drafter, prompt lookup and an n-gram draft (:func:`ngram_in_kernel`).
 
 :func:`step_for` says when it applies (the target a :class:`TransformerModel` GPT on the
 numba backend, on a cache of its own; no top-k or top-p; the exact or greedy rule) and
@@ -51,9 +52,10 @@ from ..models.bound import BoundModel
 from ..models.ngram import NGramModel
 from ..models.transformer import TransformerModel
 from . import run_kernels
-from .decode import Step, ask_proposer, cut_at_eos, speculative_step
+from .decode import ask_proposer, speculative_step
 from .native_calls import clock_source, uniform_source
 from .step_kernels import compiled_kernels
+from .trace import Step, cut_at_eos
 
 EXTRA = ("bonus", "correction")  # the speculative kernel's extra-token codes
 RUN_EXTRA = (*EXTRA, "bonus")  # the run kernel's: 2 is a plain step's token after drafts
@@ -287,13 +289,13 @@ class CompiledStep:
         """Every step of a run at a fixed ``k`` after ``seq``, until ``max_new`` tokens or
         ``eos_id``, in one compiled call (a run kernel of
         :mod:`~specdec_lite.engine.run_kernels`: the plain one with no proposer or k = 0,
-        else the GPT draft's, the EAGLE drafter's or prompt lookup's): the steps
-        :meth:`__call__` would take one by one, with the same draws, recorded in ``gen``
-        alike. With ``policy`` (one of :data:`KERNEL_POLICIES`), the first step takes ``k``
-        and each later one the k ``policy`` chooses after the steps in ``gen`` so far,
-        inside the call. Returns the new tokens, or None where the run's steps must go one
-        by one: a proposer asked in Python, a window or cache the run could pass (the step
-        then raises the error), a meter and no clock."""
+        else the GPT draft's, the EAGLE drafter's, prompt lookup's or an n-gram draft's):
+        the steps :meth:`__call__` would take one by one, with the same draws, recorded in
+        ``gen`` alike. With ``policy`` (one of :data:`KERNEL_POLICIES`), the first step
+        takes ``k`` and each later one the k ``policy`` chooses after the steps in ``gen``
+        so far, inside the call. Returns the new tokens, or None where the run's steps must
+        go one by one: a proposer asked in Python, a window or cache the run could pass
+        (the step then raises the error), a meter and no clock."""
         drafting = proposer is not None and (k > 0 or policy is not None)
         eagle = eagle_in_kernel(proposer, target) if drafting else None
         copies = drafting and type(proposer) is PromptLookup  # drafts copied in the kernel
