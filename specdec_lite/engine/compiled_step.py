@@ -294,8 +294,11 @@ class CompiledStep:
         ``gen`` alike. With ``policy`` (one of :data:`KERNEL_POLICIES`), the first step
         takes ``k`` and each later one the k ``policy`` chooses after the steps in ``gen``
         so far, inside the call. Returns the new tokens, or None where the run's steps must
-        go one by one: a proposer asked in Python, a window or cache the run could pass
-        (the step then raises the error), a meter and no clock."""
+        go one by one: a policy the kernels cannot follow, a proposer asked in Python, a
+        window or cache the run could pass (the step then raises the error), a meter and
+        no clock."""
+        if policy is not None and type(policy) not in KERNEL_POLICIES:
+            return None  # the loop asks it after each step
         drafting = proposer is not None and (k > 0 or policy is not None)
         eagle = eagle_in_kernel(proposer, target) if drafting else None
         copies = drafting and type(proposer) is PromptLookup  # drafts copied in the kernel

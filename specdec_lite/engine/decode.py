@@ -22,11 +22,8 @@ import numpy as np
 
 from ..checks import check_eos, check_int, check_prompt, check_window, model_window
 from ..drafting.draft_length import (
-    AdaptiveK,
-    AutoK,
     FixedK,
     StepCosts,
-    TheoryK,
     as_draft_length,
     named_policy,
 )
@@ -212,14 +209,14 @@ def decode_loop(target: object, proposer: object | None, prompt: np.ndarray, pol
     # drafts there
     run = getattr(step, "run", None) if after_step is None else None
     steady = getattr(policy, "steady", None)
-    chosen = policy if type(policy) in (AutoK, AdaptiveK, TheoryK) else None
+    chosen = policy  # until the step's run declines it: a policy it cannot follow
     while len(seq) - len(prompt) < max_new_tokens:
         left = max_new_tokens - (len(seq) - len(prompt))
         new = None
         if run is not None and chosen is not None:
             new = run(target, proposer, seq, k_now, left, sampling, rule, rng, eos_id, gen,
                       chosen)
-            chosen = None if new is None else chosen  # declined: a proposer asked in Python
+            chosen = None if new is None else chosen  # declined: the policy or the proposer
         if new is None and run is not None:
             ahead = 1 if steady is None else steady(k_now, gen)
             if ahead is None or (k_now == 0 and ahead > 1):  # k for good, or plain steps
