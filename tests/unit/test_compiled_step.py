@@ -43,26 +43,6 @@ def pair() -> tuple[TransformerModel, TransformerModel]:
             TransformerModel(DRAFT_CONFIG, draft_params, backend="numba"))
 
 
-@pytest.fixture
-def python_step(monkeypatch):
-    """A function running its argument with the compiled step switched off."""
-    def run(decode):
-        with monkeypatch.context() as patch:
-            patch.setattr(compiled_step, "step_for", lambda *args: None)
-            return decode()
-    return run
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch) -> list:
-    """The kernels the compiled step calls, in order, recorded as it runs."""
-    calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: calls.append(kernel) or real(kernel, *args))
-    return calls
-
-
 class Alternating:
     """A draft-length policy the run kernels do not know: k, then k - 2, then k, ...; the
     loop asks it after every step, and each step is a kernel call of its own."""

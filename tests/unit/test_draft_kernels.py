@@ -47,25 +47,6 @@ def fitted(order: int, smoothing: str = "witten-bell", seed: int = 2) -> NGramMo
     return NGramModel(order, V, smoothing=smoothing).fit(text)
 
 
-@pytest.fixture
-def python_step(monkeypatch):
-    """A function running its argument with the compiled step switched off."""
-    def run(decode):
-        with monkeypatch.context() as patch:
-            patch.setattr(compiled_step, "step_for", lambda *args: None)
-            return decode()
-    return run
-
-
-@pytest.fixture
-def kernel_calls(monkeypatch) -> list:
-    calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: calls.append(kernel) or real(kernel, *args))
-    return calls
-
-
 def same_run(a, b) -> bool:
     return (a.tokens.tolist() == b.tokens.tolist() and a.steps == b.steps
             and (a.n_target_calls, a.n_draft_calls) == (b.n_target_calls, b.n_draft_calls))
