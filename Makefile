@@ -285,7 +285,8 @@ DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.
     I4-nb=results/drafters_xeon4_numba.json A2-nb=results/drafters_amd2_numba.json \
     A3-nb=results/drafters_amd3_numba.json A4-nb=results/drafters_amd4_numba.json \
     A5-nb=results/drafters_amd5_numba.json A6-nb=results/drafters_amd6_numba.json \
-    A7-nb=results/drafters_amd7_numba.json A8-nb=results/drafters_amd8_numba.json
+    A7-nb=results/drafters_amd7_numba.json A8-nb=results/drafters_amd8_numba.json \
+    A9-nb=results/drafters_amd9_numba.json
 
 .PHONY: bench-drafters drafters-readme
 

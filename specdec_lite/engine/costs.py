@@ -29,9 +29,10 @@ def time_steps(run_step: Callable[[int], object], k_max: int, *,
                reset: Callable[[], object] | None = None, repeats: int = 15,
                seed: int = 0) -> StepCosts:
     """``run_step(k)`` runs a step that drafts and checks k tokens (or a few such steps in
-    a row), always from the same starting point, which ``reset()`` (untimed, before each
-    call) restores: models with a cache must forget the step's last context token, as in
-    a run, where every step reads the tokens the previous one emitted. Each k in
+    a row, returning how many: each call's time is then divided by it), always from the
+    same starting point, which ``reset()`` (untimed, before each call) restores: models
+    with a cache must forget the step's last context token, as in a run, where every step
+    reads the tokens the previous one emitted. Each k in
     0..``k_max`` is timed ``repeats`` times, in rounds whose order is shuffled by
     ``seed`` (so a slow moment of the machine hits every k alike), after one untimed
     warm-up round. The median time of each k over that of k = 0, made non-decreasing in
@@ -47,9 +48,9 @@ def time_steps(run_step: Callable[[int], object], k_max: int, *,
             if reset is not None:
                 reset()
             start = time.perf_counter()
-            run_step(int(k))
+            steps = run_step(int(k))
             if rep:
-                seconds[rep - 1, k] = time.perf_counter() - start
+                seconds[rep - 1, k] = (time.perf_counter() - start) / (steps or 1)
     median = np.median(seconds, axis=0)  # [k_max + 1]
     ratio = np.maximum.accumulate(median / median[0])  # [k_max + 1], ratio[0] = 1
     return StepCosts(tuple(float(x) for x in ratio))

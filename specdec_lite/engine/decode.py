@@ -297,7 +297,10 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     Each timing is :data:`TIMED_STEPS` steps in a row with the same k, each after the
     tokens the one before emitted, as in a run: a step alone, repeated from one state,
     times cheaper than the same step inside a run (its proposer's and caches' work after
-    an accepted or rejected draft is not in it)."""
+    an accepted or rejected draft is not in it). Where the runs take their steps in one
+    compiled call (plain steps; a drafter that drafts in the run kernels, at a fixed k),
+    so do the timings: the steps of a run of TIMED_STEPS × (k + 1) tokens, its time
+    divided by their number."""
     # a model draft is timed per model; another proposer per class (its cost is its code's)
     model = target.model if isinstance(target, BoundModel) else target
     drafter = getattr(proposer, "model", None)
@@ -323,19 +326,20 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     in_kernel = drafts_in_kernel(timed) or eagle_in_kernel(timed, timed_target) is not None
     asked = timed if in_kernel else Padded(timed, tail)
 
-    plain_run = getattr(step, "run", None)
+    fused = getattr(step, "run", None)  # many steps in one call, as the runs take them
 
-    def run_step(k: int) -> None:
+    def run_step(k: int) -> int:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
         seq = prompt
-        if k == 0 and plain_run is not None and plain_run(
-                timed_target, asked, seq, 0, TIMED_STEPS, sampling, rule, scratch, None,
-                gen) is not None:
-            return  # plain steps in one call, as a run takes its stretches of them
+        if fused is not None and (k == 0 or in_kernel) and fused(
+                timed_target, asked, seq, k, TIMED_STEPS * (k + 1), sampling, rule, scratch,
+                None, gen) is not None:
+            return len(gen.steps)  # TIMED_STEPS of them when every draft is accepted
         for _ in range(TIMED_STEPS):
             emitted, _ = step(timed_target, asked, seq, k, sampling, rule, params, scratch,
                               None, gen)
             seq = np.concatenate([seq, emitted])
+        return TIMED_STEPS
 
     def reset() -> None:  # each model forgets the prompt's last token, so a step reads it
         # (a draft on its target's cache is cut back with it at each step)

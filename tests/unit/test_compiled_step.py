@@ -260,6 +260,22 @@ def check_policy_run(target, proposer, policy, temperature, python_step, kernel_
     assert any(step.proposed for step in compiled.steps)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_automatic_policy_times_a_kernel_drafter_as_its_runs_take_the_steps(kernel_calls,
+                                                                               temperature):
+    """Its prices for k > 0, like k = 0's, come from runs in one call of a run kernel, not
+    from steps taken one call each; each price is per step, k = 0's 1."""
+    from specdec_lite.engine import decode
+
+    target_params, draft_params = random_params(CONFIG, 10), random_params(DRAFT_CONFIG, 11)
+    target = TransformerModel(CONFIG, target_params, backend="numba")  # new: timed afresh
+    draft = TransformerModel(DRAFT_CONFIG, draft_params, backend="numba")
+    kernels = compiled_step.compiled_kernels()
+    costs = decode.auto_costs(target, draft, PROMPT, k=3, temperature=temperature)
+    assert set(kernel_calls) == {kernels.plain_run, kernels.speculative_run}
+    assert costs.k_max == 3 and costs.step_cost[0] == 1.0
+
+
 def random_policy(rng: np.random.Generator, kind: str) -> object:
     """A draft-length policy of ``kind`` the run kernels follow, with random settings."""
     from specdec_lite.drafting.draft_length import AdaptiveK, AutoK, StepCosts, TheoryK

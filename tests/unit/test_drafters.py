@@ -341,6 +341,23 @@ def test_time_steps_prices_each_k_by_its_median(monkeypatch):
     assert measured.step_cost == pytest.approx((1.0, 1.5, 2.0, 2.5, 3.0))
 
 
+def test_time_steps_divides_a_call_by_the_steps_it_reports(monkeypatch):
+    """A run_step that takes several steps in one call and says how many is priced per
+    step: k = 2 here takes 3 steps of 2 units in one call, k = 1 one step of 1.5."""
+    from specdec_lite.engine import costs as costs_module
+
+    clock = [0.0]
+    monkeypatch.setattr(costs_module.time, "perf_counter", lambda: clock[0])
+
+    def run_step(k: int) -> int | None:
+        steps = {0: 1, 1: 1, 2: 3}[k]
+        clock[0] += steps * (1.0 + 0.5 * k)
+        return steps if k == 2 else None  # None: the call is one step
+
+    measured = costs_module.time_steps(run_step, 2, repeats=3)
+    assert measured.step_cost == pytest.approx((1.0, 1.5, 2.0))
+
+
 def test_auto_drafts_only_when_it_expects_to_beat_plain_by_the_margin():
     costs = StepCosts((1.0, 1.2))  # k = 1 at alpha = 0.3: 1.3 tokens for 1.2 -> rate 1.083
     assert costs.best_k(0.3) == 1 and costs.best_k(0.3, margin=0.05) == 1
