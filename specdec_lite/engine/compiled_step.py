@@ -68,18 +68,18 @@ def _parts(model: object) -> tuple | None:
     """(model tuple, cache arrays, cache) of a GPT on one cache on the numba backend."""
     if not isinstance(model, BoundModel) or not isinstance(model.model, TransformerModel):
         return None
-    packed = _packed(model.model)
+    packed = packed_gpt(model.model)
     if packed is None:
         return None
-    return packed, _arrays(model.cache), model.cache
+    return packed, cache_arrays(model.cache), model.cache
 
 
-def _arrays(cache: object) -> tuple:
+def cache_arrays(cache: object) -> tuple:
     """What the kernels take of a cache: its keys and values, tokens, logits, hidden."""
     return cache.kv, cache.tokens, cache.logits, cache.hidden
 
 
-def _packed(gpt: TransformerModel) -> tuple | None:
+def packed_gpt(gpt: TransformerModel) -> tuple | None:
     """What the kernels take of a GPT on the numba backend (None on numpy)."""
     compiled = gpt.compiled
     if compiled is None:
@@ -434,7 +434,7 @@ def tree_step_for(target: TransformerModel, tree: object, rule: str,
     acceptance at ``temperature`` 0, which is greedy) for a GPT on the numba backend, or
     None (the Python step applies; the exact rule's chain draws even at T = 0)."""
     greedy = rule == "greedy" or (rule == "typical" and temperature == 0)
-    if not greedy or _packed(target) is None:
+    if not greedy or packed_gpt(target) is None:
         return None
     return TreeStep(target, tree)
 
@@ -446,7 +446,7 @@ class TreeStep:
     tree's arrays are laid out for it once."""
 
     def __init__(self, target: TransformerModel, tree: object) -> None:
-        self.target, self.packed = target, _packed(target)
+        self.target, self.packed = target, packed_gpt(target)
         self.kernel = compiled_kernels().tree
         self.depth = np.ascontiguousarray(tree.depth, dtype=np.int64)  # [N+1]
         self.parent = np.ascontiguousarray(tree.parent, dtype=np.int64)  # [N+1]
@@ -467,7 +467,7 @@ class TreeStep:
             return None
         self.state[0], self.state[1] = cache.length, cache.n_causal
         m, extra, n_times = in_kernel(
-            self.kernel, self.packed, _arrays(cache),
+            self.kernel, self.packed, cache_arrays(cache),
             self.state, tokens, self.depth, self.bias, self.parent, self.ancestors, self.path,
             self.times, clock)
         cache.length, cache.n_causal = int(self.state[0]), int(self.state[1])

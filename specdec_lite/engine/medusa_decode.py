@@ -32,7 +32,10 @@ from ..rules.distributions import (
     warp,
 )
 from ..rules.verify import acceptance_mask, check_rule, verify_checked
-from .compiled_step import TreeStep, tree_step_for
+from . import compiled_step
+from .compiled_step import UNTIMED, TreeStep, cache_arrays, packed_gpt, tree_step_for
+from .native_calls import clock_source, uniform_source
+from .step_kernels import compiled_kernels
 from .trace import Generation, Step, cut_at_eos
 
 
@@ -238,9 +241,61 @@ def medusa_generate(target: TransformerModel, heads: MedusaHeads, prompt: np.nda
     run = medusa_start(target, heads, prompt, max_new_tokens=max_new_tokens,
                        temperature=temperature, tree=tree, rule=rule, seed=seed, eos_id=eos_id,
                        top_k=top_k, top_p=top_p, **rule_params)
+    if not run.done:
+        run_chain_compiled(run)  # the exact rule's steps in one call, where it applies
     while not run.done:
         medusa_step(run)
     return medusa_finish(run)
+
+
+def run_chain_compiled(run: MedusaRun) -> bool:
+    """Every step left of ``run`` in one compiled call
+    (:func:`~specdec_lite.engine.medusa_kernels.chain_run_kernel`), the steps
+    :func:`medusa_step` would take, with the same draws, recorded alike. It applies to the
+    exact rule on a chain, without top-k or top-p, with a GPT target on the numba backend
+    whose cache holds the run; elsewhere (or with a meter and no clock) it returns False
+    and takes no step."""
+    packed = packed_gpt(run.target)
+    if (run.rule != "exact" or not run.tree.is_chain or run.top_k is not None
+            or run.top_p is not None or packed is None):
+        return False
+    observers = (run.target.observer, run.heads.observer)
+    clock = clock_source() if observers != (None, None) else UNTIMED
+    n_prompt, depth, cache, gen = len(run.gen.prompt), run.tree.max_depth, run.cache, run.gen
+    total = n_prompt + run.max_new_tokens  # [prompt, every token]
+    if clock is None or total + depth > cache.capacity:
+        return False
+    buf = np.concatenate([gen.prompt, run.out, np.zeros(run.max_new_tokens - len(run.out),
+                                                        dtype=np.int64)])  # [total]
+    left = run.max_new_tokens - len(run.out)  # at most one step per token left
+    record = np.zeros((left, 4), dtype=np.int64)  # [steps, (proposed, accepted, out, extra)]
+    chains = np.zeros((left, depth), dtype=np.int64)  # [steps, depth]
+    times = np.zeros((2 * left, 3))  # the heads and the target, each step
+    state = np.array([cache.length, cache.n_causal], dtype=np.int64)
+    draw, source = uniform_source(run.rng)
+    heads = run.heads
+    n_steps, produced, n_times = compiled_step.in_kernel(
+        compiled_kernels().medusa_chain, packed, cache_arrays(cache), state, heads.w1,
+        heads.b1, heads.w2, buf, n_prompt, len(run.out), run.max_new_tokens, depth,
+        run.temperature, draw, source, -1 if run.eos_id is None else run.eos_id, record,
+        chains, times, clock)
+    cache.length, cache.n_causal = int(state[0]), int(state[1])
+    new, at = buf[n_prompt + len(run.out) : n_prompt + produced].tolist(), 0
+    for (m, accepted, n_out, extra), chain in zip(record[:n_steps].tolist(),
+                                                  chains[:n_steps].tolist(), strict=True):
+        gen.steps.append(Step(tuple(chain[:m]), accepted, tuple(new[at : at + n_out]),
+                              ("bonus", "correction")[extra]))
+        at += n_out
+    gen.n_target_calls += n_steps
+    gen.n_head_calls += n_steps
+    for who, n, seconds in times[:n_times].tolist():
+        if observers[int(who)] is not None:
+            observers[int(who)](int(n), seconds)
+    run.out = buf[n_prompt : n_prompt + produced].tolist()
+    run.root = run.out[-1]
+    run.hidden = run.target.hidden_at(cache.n_causal - 1, cache=cache)  # [d]
+    run.done = True
+    return True
 
 
 def _node_tokens(tree: Tree, head_logits: np.ndarray, rule: str, temperature: float,
@@ -277,4 +332,5 @@ def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: st
     return np.concatenate([[True], ok])
 
 
-__all__ = ["MedusaRun", "medusa_finish", "medusa_generate", "medusa_start", "medusa_step"]
+__all__ = ["MedusaRun", "medusa_finish", "medusa_generate", "medusa_start", "medusa_step",
+           "run_chain_compiled"]

@@ -39,7 +39,7 @@ from .native_calls import clock_intrinsic, uniform_intrinsic
 TARGET, DRAFT = np.int64(0), np.int64(1)
 
 
-def _rows(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
+def rows_of(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
     """``TransformerModel.rows_from_logits``: one-hot of the first argmax at T = 0, else
     the float64 softmax, re-tempered as ``apply_temperature`` does when T != 1."""
     m, v = logits.shape
@@ -157,7 +157,7 @@ def plain_body(target, t_cache, t_state, seq, temperature, rule, draw, state, ti
     common = _sync(seq, t_cache[1], t_state)
     n_times = _append(target, t_cache, t_state, seq[common:], times, n_times, TARGET, clock)
     p = np.empty((1, t_cache[2].shape[1]))
-    _rows(t_cache[2][n - 1 : n], temperature, p)
+    rows_of(t_cache[2][n - 1 : n], temperature, p)
     token = np.argmax(p[0]) if rule == 1 else sample_row(p[0], draw, state)
     return token, n_times
 
@@ -206,12 +206,12 @@ def speculative_body(target, t_cache, t_state, draft, d_cache, d_state, shared, 
         if i > 0:
             n_times = _append(draft, d_cache, d_state, ctx[n + i - 1 : n + i], times,
                               n_times, DRAFT, clock)
-        _rows(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
+        rows_of(d_cache[2][n + i - 1 : n + i], temperature, q[i : i + 1])
         token = np.argmax(q[i]) if temperature == 0.0 else sample_row(q[i], draw, state)
         ctx[n + i] = token
         if stops:
             if temperature == 0.0:
-                _rows(d_cache[2][n + i - 1 : n + i], 1.0, sure)
+                rows_of(d_cache[2][n + i - 1 : n + i], 1.0, sure)
                 done, chance = _stop_after(sure[0], token, stop, chance)
             else:
                 done, chance = _stop_after(q[i], token, stop, chance)
@@ -219,9 +219,9 @@ def speculative_body(target, t_cache, t_state, draft, d_cache, d_state, shared, 
                 m = i + 1
                 break
     drafted[:m] = ctx[n : n + m]
-    accepted, extra, n_times = _check(target, t_cache, t_state, ctx[: n + m], n, q[:m],
-                                      temperature, rule, draw, state, emitted, times,
-                                      n_times, clock)
+    accepted, extra, n_times = check_block(target, t_cache, t_state, ctx[: n + m], n, q[:m],
+                                           temperature, rule, draw, state, emitted, times,
+                                           n_times, clock)
     return accepted, accepted + 1, extra, n_times, m
 
 
@@ -309,7 +309,7 @@ def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
     for i in range(k):
         fast.linear_rows(predicted, unembed, t_tiled[8], t_tiled[9], no_bias, logits,
                          t_paths)  # CompiledForward.readout
-        _rows(logits, temperature, q[i : i + 1])
+        rows_of(logits, temperature, q[i : i + 1])
         token = np.argmax(q[i]) if temperature == 0.0 else sample_row(q[i], draw, state)
         ctx[n + i] = token
         if i + 1 < k:  # entry n-1+i reads its own prediction and token x_{i+1}
@@ -320,8 +320,8 @@ def eagle_body(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, seq, k,
                                one_bias, n_head, eps, paths, weights, tiled, step_out)
             predicted = step_out
     drafted[:k] = ctx[n:]
-    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
-                                      draw, state, emitted, times, n_times, clock)
+    accepted, extra, n_times = check_block(target, t_cache, t_state, ctx, n, q, temperature,
+                                           rule, draw, state, emitted, times, n_times, clock)
     return accepted, accepted + 1, extra, n_times, k
 
 
@@ -333,8 +333,8 @@ def verify_body(target, t_cache, t_state, seq, drafted, q, temperature, rule, dr
     ctx = np.empty(n + k, dtype=np.int64)
     ctx[:n] = seq
     ctx[n:] = drafted
-    accepted, extra, n_times = _check(target, t_cache, t_state, ctx, n, q, temperature, rule,
-                                      draw, state, emitted, times, n_times, clock)
+    accepted, extra, n_times = check_block(target, t_cache, t_state, ctx, n, q, temperature,
+                                           rule, draw, state, emitted, times, n_times, clock)
     return accepted, accepted + 1, extra, n_times, k
 
 
@@ -350,7 +350,7 @@ def verify_kernel(target, t_cache, t_state, seq, drafted, q, temperature, rule, 
     return accepted, n_out, extra, n_times
 
 
-def _check(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, emitted,
+def check_block(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, emitted,
            times, n_times, clock):
     """One target forward over ``ctx`` [n + k] (the sequence, then k drafts drawn from the
     rows ``q`` [k, V]), the rule (0 exact, 1 greedy) and the extra token, into ``emitted``
@@ -361,7 +361,7 @@ def _check(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, state, 
     common = _sync(ctx, t_cache[1], t_state)
     n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, clock)
     p = np.empty((k + 1, t_cache[2].shape[1]))  # [k + 1, V] the target's rows
-    _rows(t_cache[2][n - 1 : n + k], temperature, p)
+    rows_of(t_cache[2][n - 1 : n + k], temperature, p)
     accepted = k
     if rule == 1:
         for i in range(k):
@@ -445,6 +445,7 @@ class Kernels(NamedTuple):
     eagle_run: object
     lookup_run: object
     ngram_run: object  # the run kernels: specdec_lite.engine.run_kernels
+    medusa_chain: object  # specdec_lite.engine.medusa_kernels
     verify: object
     eagle: object
     tree: object
@@ -460,25 +461,27 @@ def compiled_kernels() -> Kernels:
     # no fastmath: the draws compare as the Python step's; the GIL released, as the
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
-    for name in ("_rows", "sample_row", "_sync", "_forward_block", "_causal_bias", "_append",
-                 "_check", "_stop_after", "verify_body", "plain_body", "speculative_body",
+    for name in ("rows_of", "sample_row", "_sync", "_forward_block", "_causal_bias", "_append",
+                 "check_block", "_stop_after", "verify_body", "plain_body", "speculative_body",
                  "eagle_body"):
         scope[name] = jit(scope[name])
     # the run kernels call the bodies above and the drafters, as their modules' attributes
-    from . import draft_kernels, run_kernels
+    from . import draft_kernels, medusa_kernels, run_kernels
 
     for name in ("lookup_draft", "ngram_row", "tempered", "ngram_draft"):
         setattr(draft_kernels, name, jit(getattr(draft_kernels, name)))
+    medusa_kernels.heads_logits = jit(medusa_kernels.heads_logits)
     for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
         setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
                    jit(run_kernels.eagle_run_kernel), jit(run_kernels.lookup_run_kernel),
-                   jit(run_kernels.ngram_run_kernel),
+                   jit(run_kernels.ngram_run_kernel), jit(medusa_kernels.chain_run_kernel),
                    jit(verify_kernel), jit(eagle_kernel),
                    jit(tree_kernel))
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
-           "plain_body", "plain_kernel", "sample_row", "speculative_body", "speculative_kernel",
-           "tree_kernel", "verify_body", "verify_kernel"]
+           "check_block", "plain_body", "plain_kernel", "rows_of", "sample_row",
+           "speculative_body", "speculative_kernel", "tree_kernel", "verify_body",
+           "verify_kernel"]

@@ -3,8 +3,8 @@ backend, whose every step runs in one compiled call (specdec_lite.engine.compile
 samples whole continuations from the target's law, enumerated exactly from the same
 compiled target. The same for the other proposers: prompt lookup (one-hot rows, copied
 inside the run kernel), an n-gram draft (its rows summed inside the run kernel) and a
-Markov draft (rows of its own, asked in Python); and for a random EAGLE drafter, which
-drafts inside its own kernel. Pearson's chi-square stays below
+Markov draft (rows of its own, asked in Python); for a random EAGLE drafter, which
+drafts inside its own kernel; and for Medusa's exact chain, whose whole run is one call. Pearson's chi-square stays below
 its 0.1% critical value; the greedy rule at T > 0 (lossy), run through the same compiled
 steps, exceeds it at the same N.
 Needs numba.
@@ -122,3 +122,22 @@ def test_the_greedy_rule_through_the_eagle_kernel_fails_the_same_test(pair):
     expected = enumerate_sequences(target, PROMPT, LENGTH, 1.0)
     stat, df = chi2_statistic(samples(target, eagle(target), 2, 1.0, rule="greedy"), expected)
     assert stat > chi2_critical(df), f"chi2={stat:.1f}: the lossy rule looks exact (df={df})"
+
+
+@pytest.mark.parametrize(("depth", "temperature"), [(2, 1.0), (3, 0.6)], ids=["d2-T1", "d3-T0.6"])
+def test_medusas_compiled_exact_chain_samples_the_target_law(pair, depth, temperature):
+    from support import random_heads
+
+    from specdec_lite.drafting.medusa import chain_tree
+    from specdec_lite.engine.medusa_decode import medusa_generate
+
+    target = pair[0]
+    heads = random_heads(TINY, n_heads=depth, seed=9)
+    expected = enumerate_sequences(target, PROMPT, LENGTH, temperature)
+    rng = np.random.default_rng(321)
+    runs = [tuple(medusa_generate(target, heads, PROMPT, max_new_tokens=LENGTH,
+                                  temperature=temperature, rule="exact", tree=chain_tree(depth),
+                                  seed=rng).tokens.tolist()) for _ in range(N)]
+    stat, df = chi2_statistic(runs, expected)
+    assert stat < chi2_critical(df), f"chi2={stat:.1f} exceeds the 0.1% critical value (df={df})"
+

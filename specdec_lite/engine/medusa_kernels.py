@@ -1,0 +1,91 @@
+"""A Medusa run with the exact rule on a chain, in one compiled call.
+
+:func:`specdec_lite.engine.medusa_decode.medusa_step` takes one step in Python: the heads
+read the target's hidden state, the chain's tokens are drawn from the heads' rows, the
+target scores the root and the chain, the exact rule judges them, the cache keeps the
+accepted path. With the compiled forward that Python is a quarter of the wall clock.
+:func:`chain_run_kernel` takes every step of a run after the first token, each that
+step's work operation for operation: the heads (:func:`heads_logits`, their float32
+arithmetic), the rows as ``warp(softmax(...))`` makes them, the draws in the same order,
+the target's forward over the root and the chain (a causal block: on a chain the tree's
+mask is the causal one) and the rule of :func:`~specdec_lite.engine.step_kernels`
+(``verify_checked``, draw for draw). Only summation orders differ, by an ulp or so.
+
+numba compiles these in :func:`specdec_lite.engine.step_kernels.compiled_kernels`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import step_kernels as steps
+
+
+def heads_logits(w1, b1, w2, h, depth, out):
+    """``MedusaHeads.logits`` of one hidden state ``h`` [d] for the first ``depth`` heads,
+    into ``out`` [depth, V] float32: (h + SiLU(h W1_i + b1_i)) W2_i."""
+    d = h.shape[0]
+    one = np.float32(1.0)
+    for i in range(depth):
+        z = np.zeros(d, dtype=np.float32)  # [d]
+        for a in range(d):
+            z += h[a] * w1[i, a]
+        z += b1[i]
+        u = h + z / (one + np.exp(-z))  # [d]
+        out[i, :] = 0
+        for a in range(d):
+            out[i] += u[a] * w2[i, a]
+
+
+def chain_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, max_new,
+                     depth, temperature, draw, state, eos, record, drafted_rows, times,
+                     clock):
+    """Medusa's steps with the exact rule on a chain of ``depth`` heads, after the
+    ``produced`` tokens of ``buf`` from ``n0`` on (the last one, the root, not yet in the
+    cache), until ``max_new`` tokens or ``eos`` (-1: none). Each step's (proposed,
+    accepted, emitted, extra code: 0 bonus, 1 correction) goes into ``record`` and its
+    chain into ``drafted_rows``; the cache keeps the root and the accepted tokens. Returns
+    (steps, tokens emitted in all, timings)."""
+    v = t_cache[2].shape[1]
+    logits = np.empty((depth, v), dtype=np.float32)  # [depth, V] the heads' logits
+    q = np.empty((depth, v))  # [depth, V] the rows the chain is drawn from
+    chain = np.empty(depth, dtype=np.int64)  # [depth]
+    emitted = np.empty(depth + 1, dtype=np.int64)  # [depth + 1]
+    n_steps, n_times = 0, np.int64(0)
+    while produced < max_new:
+        n = n0 + produced  # the sequence, the root last
+        timed = clock[0] != 0
+        t0 = steps.now(clock[0], clock[1]) if timed else 0.0
+        heads_logits(w1, b1, w2, t_cache[3][n - 2], depth, logits)
+        if timed:
+            times[n_times, 0], times[n_times, 1] = steps.DRAFT, 1
+            times[n_times, 2] = steps.now(clock[0], clock[1]) - t0
+            n_times += 1
+        steps.rows_of(logits, temperature, q)
+        for i in range(depth):
+            chain[i] = np.argmax(q[i]) if temperature == 0.0 else steps.sample_row(
+                q[i], draw, state)
+        ctx = np.empty(n + depth, dtype=np.int64)
+        ctx[:n] = buf[:n]
+        ctx[n:] = chain
+        accepted, extra, n_times = steps.check_block(target, t_cache, t_state, ctx, n, q,
+                                                     temperature, 0, draw, state, emitted,
+                                                     times, n_times, clock)
+        t_state[0] = t_state[1] = n + accepted  # the root and the accepted chain
+        n_out = min(accepted + 1, max_new - produced)
+        for j in range(n_out):
+            if emitted[j] == eos:
+                n_out = j + 1
+                break
+        buf[n : n + n_out] = emitted[:n_out]
+        record[n_steps, 0] = min(accepted + 1, depth)
+        record[n_steps, 1], record[n_steps, 2], record[n_steps, 3] = accepted, n_out, extra
+        drafted_rows[n_steps, :depth] = chain
+        n_steps += 1
+        produced += n_out
+        if emitted[n_out - 1] == eos:
+            break
+    return n_steps, produced, n_times
+
+
+__all__ = ["chain_run_kernel", "heads_logits"]
