@@ -216,7 +216,7 @@ class BatchEngine:
         length, proposer = named_policy(
             policy, self.k if k is None else k, proposer,
             lambda k_max: measured_costs(self.target, proposer, prompt, sampling, self.rule,
-                                         self.params, k_max))
+                                         self.params, k_max, runs=False))  # a step a call
         return length, {"min_confidence": getattr(proposer, "min_confidence", None),
                         "risk_stop": getattr(proposer, "risk_stop", None)}
 

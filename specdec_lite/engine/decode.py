@@ -283,12 +283,12 @@ def _plain_step(target: object, seq: np.ndarray, sampling: Sampling, rule: str,
     return np.array([token], dtype=np.int64), token == eos_id
 
 
-_MEASURED: dict[tuple, tuple] = {}  # (target, draft, greedy, k_max) ids -> (refs, costs)
+_MEASURED: dict[tuple, tuple] = {}  # (target, draft, greedy, k_max, runs) -> (refs, costs)
 TIMED_STEPS = 4  # steps in a row per timing of a k: a run's steps follow one another
 
 
 def measured_costs(target: object, proposer: object, prompt: np.ndarray, sampling: Sampling,
-                   rule: str, params: dict, k_max: int) -> StepCosts:
+                   rule: str, params: dict, k_max: int, *, runs: bool = True) -> StepCosts:
     """Step costs for k = 0..``k_max`` of this target and proposer, timed on ``prompt``
     (:func:`specdec_lite.engine.costs.time_steps`) the first time a pair is asked for, then
     remembered for as long as both models live. The timed steps draw from their own
@@ -300,13 +300,14 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     an accepted or rejected draft is not in it). Where the runs take their steps in one
     compiled call (plain steps; a drafter that drafts in the run kernels, at a fixed k),
     so do the timings: the steps of a run of TIMED_STEPS × (k + 1) tokens, its time
-    divided by their number."""
+    divided by their number. ``runs=False`` times each drafting step as a call of its own,
+    for a caller that takes its steps one at a time (the batched engine)."""
     # a model draft is timed per model; another proposer per class (its cost is its code's)
     model = target.model if isinstance(target, BoundModel) else target
     drafter = getattr(proposer, "model", None)
     drafter = type(proposer) if drafter is None else drafter
     drafter = drafter.model if isinstance(drafter, BoundModel) else drafter
-    key = (id(model), id(drafter), sampling.greedy, k_max)
+    key = (id(model), id(drafter), sampling.greedy, k_max, runs)
     known = _MEASURED.get(key)
     if known is not None and known[0]() is model and known[1]() is drafter:
         return known[2]
@@ -331,7 +332,7 @@ def measured_costs(target: object, proposer: object, prompt: np.ndarray, samplin
     def run_step(k: int) -> int:
         gen = Generation(tokens=prompt[:0], prompt=prompt)
         seq = prompt
-        if fused is not None and (k == 0 or in_kernel) and fused(
+        if fused is not None and (k == 0 or (in_kernel and runs)) and fused(
                 timed_target, asked, seq, k, TIMED_STEPS * (k + 1), sampling, rule, scratch,
                 None, gen) is not None:
             return len(gen.steps)  # TIMED_STEPS of them when every draft is accepted

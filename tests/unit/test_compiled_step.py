@@ -260,19 +260,25 @@ def check_policy_run(target, proposer, policy, temperature, python_step, kernel_
     assert any(step.proposed for step in compiled.steps)
 
 
+@pytest.mark.parametrize("runs", [True, False])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_the_automatic_policy_times_a_kernel_drafter_as_its_runs_take_the_steps(kernel_calls,
-                                                                               temperature):
+                                                                               temperature,
+                                                                               runs):
     """Its prices for k > 0, like k = 0's, come from runs in one call of a run kernel, not
-    from steps taken one call each; each price is per step, k = 0's 1."""
+    from steps taken one call each; each price is per step, k = 0's 1. For the batched
+    engine, which takes a step a call (runs=False), drafting steps are timed one a call."""
+    from specdec_lite.drafting.proposers import ModelDraft
     from specdec_lite.engine import decode
 
     target_params, draft_params = random_params(CONFIG, 10), random_params(DRAFT_CONFIG, 11)
     target = TransformerModel(CONFIG, target_params, backend="numba")  # new: timed afresh
     draft = TransformerModel(DRAFT_CONFIG, draft_params, backend="numba")
     kernels = compiled_step.compiled_kernels()
-    costs = decode.auto_costs(target, draft, PROMPT, k=3, temperature=temperature)
-    assert set(kernel_calls) == {kernels.plain_run, kernels.speculative_run}
+    costs = decode.measured_costs(target, ModelDraft(draft), PROMPT, Sampling(temperature),
+                                  "exact", {}, 3, runs=runs)
+    drafting = kernels.speculative_run if runs else kernels.speculative
+    assert set(kernel_calls) == {kernels.plain_run, drafting}
     assert costs.k_max == 3 and costs.step_cost[0] == 1.0
 
 
