@@ -4,9 +4,9 @@ samples whole continuations from the target's law, enumerated exactly from the s
 compiled target. The same for the other proposers: prompt lookup (one-hot rows, copied
 inside the run kernel), an n-gram draft (its rows summed inside the run kernel) and a
 Markov draft (rows of its own, asked in Python); for a random EAGLE drafter, which
-drafts inside its own kernel; and for Medusa's exact chain, whose whole run is one call. Pearson's chi-square stays below
-its 0.1% critical value; the greedy rule at T > 0 (lossy), run through the same compiled
-steps, exceeds it at the same N.
+drafts inside its own kernel; and for Medusa's exact chain, whose whole run is one call.
+Pearson's chi-square stays below its 0.1% critical value; the greedy rule at T > 0
+(lossy), run through the same compiled steps, exceeds it at the same N.
 Needs numba.
 """
 
