@@ -242,48 +242,61 @@ def medusa_generate(target: TransformerModel, heads: MedusaHeads, prompt: np.nda
                        temperature=temperature, tree=tree, rule=rule, seed=seed, eos_id=eos_id,
                        top_k=top_k, top_p=top_p, **rule_params)
     if not run.done:
-        run_chain_compiled(run)  # the exact rule's steps in one call, where it applies
+        run_compiled(run)  # every step in one call, where it applies
     while not run.done:
         medusa_step(run)
     return medusa_finish(run)
 
 
-def run_chain_compiled(run: MedusaRun) -> bool:
-    """Every step left of ``run`` in one compiled call
-    (:func:`~specdec_lite.engine.medusa_kernels.chain_run_kernel`), the steps
-    :func:`medusa_step` would take, with the same draws, recorded alike. It applies to the
-    exact rule on a chain, without top-k or top-p, with a GPT target on the numba backend
-    whose cache holds the run; elsewhere (or with a meter and no clock) it returns False
-    and takes no step."""
+def run_compiled(run: MedusaRun) -> bool:
+    """Every step left of ``run`` in one compiled call of
+    :mod:`~specdec_lite.engine.medusa_kernels`, the steps :func:`medusa_step` would take,
+    with the same draws, recorded alike: the exact rule on a chain without top-k or top-p
+    (:func:`~specdec_lite.engine.medusa_kernels.chain_run_kernel`), or a tree verified
+    greedily (:func:`~specdec_lite.engine.medusa_kernels.tree_run_kernel`), with a GPT
+    target on the numba backend whose cache holds the run. Elsewhere (or with a meter and
+    no clock) it returns False and takes no step."""
     packed = packed_gpt(run.target)
-    if (run.rule != "exact" or not run.tree.is_chain or run.top_k is not None
-            or run.top_p is not None or packed is None):
+    chain = (run.rule == "exact" and run.tree.is_chain and run.top_k is None
+             and run.top_p is None)
+    if packed is None or not (chain or run.verify is not None):
         return False
     observers = (run.target.observer, run.heads.observer)
     clock = clock_source() if observers != (None, None) else UNTIMED
     n_prompt, depth, cache, gen = len(run.gen.prompt), run.tree.max_depth, run.cache, run.gen
     total = n_prompt + run.max_new_tokens  # [prompt, every token]
-    if clock is None or total + depth > cache.capacity:
+    if clock is None or total + run.tree.n_nodes + 1 > cache.capacity:
         return False
     buf = np.concatenate([gen.prompt, run.out, np.zeros(run.max_new_tokens - len(run.out),
                                                         dtype=np.int64)])  # [total]
     left = run.max_new_tokens - len(run.out)  # at most one step per token left
     record = np.zeros((left, 4), dtype=np.int64)  # [steps, (proposed, accepted, out, extra)]
-    chains = np.zeros((left, depth), dtype=np.int64)  # [steps, depth]
+    proposed = np.zeros((left, depth + 1), dtype=np.int64)  # [steps, depth + 1]
     times = np.zeros((2 * left, 3))  # the heads and the target, each step
     state = np.array([cache.length, cache.n_causal], dtype=np.int64)
-    draw, source = uniform_source(run.rng)
-    heads = run.heads
-    n_steps, produced, n_times = compiled_step.in_kernel(
-        compiled_kernels().medusa_chain, packed, cache_arrays(cache), state, heads.w1,
-        heads.b1, heads.w2, buf, n_prompt, len(run.out), run.max_new_tokens, depth,
-        run.temperature, draw, source, -1 if run.eos_id is None else run.eos_id, record,
-        chains, times, clock)
+    heads, kernels, done = run.heads, compiled_kernels(), len(run.out)
+    eos = -1 if run.eos_id is None else run.eos_id
+    if chain:
+        draw, source = uniform_source(run.rng)
+        n_steps, produced, n_times = compiled_step.in_kernel(
+            kernels.medusa_chain, packed, cache_arrays(cache), state, heads.w1, heads.b1,
+            heads.w2, buf, n_prompt, done, run.max_new_tokens, depth, run.temperature, draw,
+            source, eos, record, proposed, times, clock)
+    else:
+        tree, step = run.tree, run.verify
+        first_child = np.full(tree.n_nodes + 1, -1, dtype=np.int64)  # [N+1]
+        for node, child in run.first_child.items():
+            first_child[node] = child
+        n_steps, produced, n_times = compiled_step.in_kernel(
+            kernels.medusa_tree, packed, cache_arrays(cache), state, heads.w1, heads.b1,
+            heads.w2, buf, n_prompt, done, run.max_new_tokens, step.depth,
+            np.ascontiguousarray(tree.rank, dtype=np.int64), step.parent, step.bias,
+            step.ancestors, first_child, eos, record, proposed, times, clock)
     cache.length, cache.n_causal = int(state[0]), int(state[1])
-    new, at = buf[n_prompt + len(run.out) : n_prompt + produced].tolist(), 0
-    for (m, accepted, n_out, extra), chain in zip(record[:n_steps].tolist(),
-                                                  chains[:n_steps].tolist(), strict=True):
-        gen.steps.append(Step(tuple(chain[:m]), accepted, tuple(new[at : at + n_out]),
+    new, at = buf[n_prompt + done : n_prompt + produced].tolist(), 0
+    for (m, accepted, n_out, extra), row in zip(record[:n_steps].tolist(),
+                                                proposed[:n_steps].tolist(), strict=True):
+        gen.steps.append(Step(tuple(row[:m]), accepted, tuple(new[at : at + n_out]),
                               ("bonus", "correction")[extra]))
         at += n_out
     gen.n_target_calls += n_steps
@@ -333,4 +346,4 @@ def _accept(tokens: np.ndarray, parent: np.ndarray, logits: np.ndarray, rule: st
 
 
 __all__ = ["MedusaRun", "medusa_finish", "medusa_generate", "medusa_start", "medusa_step",
-           "run_chain_compiled"]
+           "run_compiled"]

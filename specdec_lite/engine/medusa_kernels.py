@@ -1,4 +1,4 @@
-"""A Medusa run with the exact rule on a chain, in one compiled call.
+"""A Medusa run in one compiled call: the exact rule on a chain, or greedy on a tree.
 
 :func:`specdec_lite.engine.medusa_decode.medusa_step` takes one step in Python: the heads
 read the target's hidden state, the chain's tokens are drawn from the heads' rows, the
@@ -10,6 +10,10 @@ arithmetic), the rows as ``warp(softmax(...))`` makes them, the draws in the sam
 the target's forward over the root and the chain (a causal block: on a chain the tree's
 mask is the causal one) and the rule of :func:`~specdec_lite.engine.step_kernels`
 (``verify_checked``, draw for draw). Only summation orders differ, by an ulp or so.
+
+:func:`tree_run_kernel` does the same for greedy verification of a tree (the greedy rule,
+or typical acceptance at T = 0): the heads, their tokens ranked, then
+:func:`~specdec_lite.engine.step_kernels.tree_kernel`'s forward, test and commit.
 
 numba compiles these in :func:`specdec_lite.engine.step_kernels.compiled_kernels`.
 """
@@ -88,4 +92,65 @@ def chain_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, ma
     return n_steps, produced, n_times
 
 
-__all__ = ["chain_run_kernel", "heads_logits"]
+def tree_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, max_new, depth,
+                    rank, parent, bias, ancestors, first_child, eos, record, drafted_rows,
+                    times, clock):
+    """Medusa's greedy steps on a tree (``depth``, ``rank``, ``parent`` [N+1] of its
+    nodes, ``bias`` and ``ancestors`` [N+1, N+1] its mask, ``first_child`` [N+1] each
+    node's best-ranked child or -1), after the ``produced`` tokens of ``buf`` from ``n0``
+    on, until ``max_new`` tokens or ``eos``: each the heads' ranked tokens (a stable sort,
+    as ``np.argsort(kind="stable")``), then
+    :func:`~specdec_lite.engine.step_kernels.tree_kernel`'s verification and commit. Each
+    step's (proposed, accepted, emitted, extra code) goes into ``record`` and its proposed
+    tokens into ``drafted_rows``. Returns (steps, tokens emitted in all, timings)."""
+    n1 = depth.shape[0]
+    n_heads = np.max(depth)
+    top = np.max(rank) + 1
+    logits = np.empty((n_heads, t_cache[2].shape[1]), dtype=np.float32)  # [D, V]
+    ranked = np.empty((n_heads, top), dtype=np.int64)  # [D, top] each head's best tokens
+    tokens = np.empty(n1, dtype=np.int64)  # [N+1] the root, then the nodes
+    path = np.empty(n1, dtype=np.int64)  # [N+1]
+    emitted = np.empty(n1, dtype=np.int64)  # [N+1]
+    n_steps, n_times = 0, np.int64(0)
+    while produced < max_new:
+        n = n0 + produced  # the sequence, the root last
+        timed = clock[0] != 0
+        t0 = steps.now(clock[0], clock[1]) if timed else 0.0
+        heads_logits(w1, b1, w2, t_cache[3][n - 2], n_heads, logits)
+        if timed:
+            times[n_times, 0], times[n_times, 1] = steps.DRAFT, 1
+            times[n_times, 2] = steps.now(clock[0], clock[1]) - t0
+            n_times += 1
+        for i in range(n_heads):
+            ranked[i] = np.argsort(-logits[i], kind="mergesort")[:top]
+        tokens[0] = buf[n - 1]
+        for j in range(1, n1):
+            tokens[j] = ranked[depth[j] - 1, rank[j]]
+        m, extra_token, n_times = steps.tree_body(target, t_cache, t_state, tokens, depth,
+                                                  bias, parent, ancestors, path, times,
+                                                  n_times, clock)
+        child = first_child[path[m - 1]]
+        for i in range(1, m):
+            emitted[i - 1] = tokens[path[i]]
+            drafted_rows[n_steps, i - 1] = tokens[path[i]]
+        emitted[m - 1] = extra_token
+        proposed = m - 1
+        if child >= 0:
+            drafted_rows[n_steps, m - 1] = tokens[child]
+            proposed = m
+        n_out = min(m, max_new - produced)
+        for j in range(n_out):
+            if emitted[j] == eos:
+                n_out = j + 1
+                break
+        buf[n : n + n_out] = emitted[:n_out]
+        record[n_steps, 0], record[n_steps, 1] = proposed, m - 1
+        record[n_steps, 2], record[n_steps, 3] = n_out, 1 if child >= 0 else 0
+        n_steps += 1
+        produced += n_out
+        if emitted[n_out - 1] == eos:
+            break
+    return n_steps, produced, n_times
+
+
+__all__ = ["chain_run_kernel", "heads_logits", "tree_run_kernel"]

@@ -400,10 +400,17 @@ def tree_kernel(target, t_cache, t_state, tokens, depth, bias, parent, ancestors
     first such when several are as deep) and commit it to the cache, as
     ``TransformerModel.commit_path`` does. Returns (path length, the target's argmax
     after the path's last node, timings)."""
+    return tree_body(target, t_cache, t_state, tokens, depth, bias, parent, ancestors, path,
+                     times, np.int64(0), clock)
+
+
+def tree_body(target, t_cache, t_state, tokens, depth, bias, parent, ancestors, path, times,
+              n_times, clock):
+    """:func:`tree_kernel` with its timings after the first ``n_times`` of ``times``."""
     base, n1 = t_state[1], tokens.shape[0]
     t_state[0] = base  # an earlier block is dropped, as score_tree does
     n_times = _forward_block(target, t_cache, t_state, tokens, depth, bias, False, times,
-                             np.int64(0), TARGET, clock)
+                             n_times, TARGET, clock)
     kv, cache_tokens, cache_logits, cache_hidden = t_cache
     ok = np.empty(n1, dtype=np.bool_)  # [N+1] the target takes the node's token
     ok[0] = True
@@ -445,7 +452,8 @@ class Kernels(NamedTuple):
     eagle_run: object
     lookup_run: object
     ngram_run: object  # the run kernels: specdec_lite.engine.run_kernels
-    medusa_chain: object  # specdec_lite.engine.medusa_kernels
+    medusa_chain: object
+    medusa_tree: object  # specdec_lite.engine.medusa_kernels
     verify: object
     eagle: object
     tree: object
@@ -463,6 +471,7 @@ def compiled_kernels() -> Kernels:
     jit = numba.njit(cache=True, nogil=True)
     for name in ("rows_of", "sample_row", "_sync", "_forward_block", "_causal_bias", "_append",
                  "check_block", "_stop_after", "verify_body", "plain_body", "speculative_body",
+                 "tree_body",
                  "eagle_body"):
         scope[name] = jit(scope[name])
     # the run kernels call the bodies above and the drafters, as their modules' attributes
@@ -477,11 +486,12 @@ def compiled_kernels() -> Kernels:
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
                    jit(run_kernels.eagle_run_kernel), jit(run_kernels.lookup_run_kernel),
                    jit(run_kernels.ngram_run_kernel), jit(medusa_kernels.chain_run_kernel),
+                   jit(medusa_kernels.tree_run_kernel),
                    jit(verify_kernel), jit(eagle_kernel),
                    jit(tree_kernel))
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
            "check_block", "plain_body", "plain_kernel", "rows_of", "sample_row",
-           "speculative_body", "speculative_kernel", "tree_kernel", "verify_body",
+           "speculative_body", "speculative_kernel", "tree_body", "tree_kernel", "verify_body",
            "verify_kernel"]

@@ -1,8 +1,9 @@
-"""Medusa's exact chain in one compiled call (specdec_lite.engine.medusa_kernels, through
-medusa_decode.run_chain_compiled) against the Python steps it mirrors: the heads' logits,
-then whole runs: the same tokens, steps, counts, draws, cache and metered calls, at
-T = 0, 0.6, 1 and 1.4, every chain depth, with EOS and a cut at max_new_tokens; and where
-it applies. Its exactness against the enumerated law is in
+"""Medusa's runs in one compiled call (specdec_lite.engine.medusa_kernels, through
+medusa_decode.run_compiled) against the Python steps they mirror: the heads' logits, then
+whole runs of the exact chain (the same tokens, steps, counts, draws, cache and metered
+calls, at T = 0, 0.6, 1 and 1.4, every chain depth, with EOS and a cut at
+max_new_tokens) and of greedy trees (dense, wide, a chain; greedy, typical at T = 0); and
+where each applies. Its exactness against the enumerated law is in
 tests/statistical/test_compiled_step_exact.py. Every test needs numba.
 """
 
@@ -38,7 +39,7 @@ def heads():
 
 def python_medusa(monkeypatch, decode):
     with monkeypatch.context() as patch:
-        patch.setattr(medusa_decode, "run_chain_compiled", lambda run: False)
+        patch.setattr(medusa_decode, "run_compiled", lambda run: False)
         return decode()
 
 
@@ -119,16 +120,49 @@ def test_the_generator_cache_and_meter_end_as_after_the_python_steps(monkeypatch
     assert seen[0] == seen[1]
 
 
-def test_it_applies_only_to_the_exact_chain_on_the_compiled_backend(target, heads):
+@pytest.mark.parametrize(("tree_kind", "rule", "temperature"),
+                         [("dense", "greedy", 0.0), ("chain", "greedy", 0.0),
+                          ("dense", "typical", 0.0), ("dense", "greedy", 1.0),
+                          ("wide", "greedy", 0.0)])
+def test_a_greedy_tree_run_is_one_call_and_the_python_steps_run(monkeypatch, kernel_calls,
+                                                               target, heads, tree_kind,
+                                                               rule, temperature):
+    """The heads' ranked tokens, the tree's verification and commit, step after step; the
+    same steps as the Python loop with its compiled verification, which ranks with numpy."""
+    tree = {"dense": dense_tree([3, 2, 1]), "chain": chain_tree(3),
+            "wide": dense_tree([5, 3])}[tree_kind]
+    accepted = 0
+    for eos in (None, 4):
+        def decode(eos=eos):
+            return medusa_decode.medusa_generate(target, heads, PROMPT, max_new_tokens=27,
+                                                 temperature=temperature, rule=rule,
+                                                 tree=tree, seed=2, eos_id=eos)
+        kernel_calls.clear()
+        compiled = decode()
+        assert kernel_calls == [compiled_kernels().medusa_tree]
+        python = python_medusa(monkeypatch, decode)
+        assert same_run(compiled, python), (compiled.tokens, python.tokens)
+        accepted += sum(step.n_accepted for step in compiled.steps)
+    assert accepted > 0 or tree_kind == "chain"  # the heads' second-best guesses pass
+
+
+def test_it_applies_to_the_exact_chain_and_to_greedy_trees_on_the_compiled_backend(target,
+                                                                                  heads):
     numpy_target = TransformerModel(CONFIG, random_params(CONFIG, 0))
-    cases = [dict(target=target, rule="greedy", tree=chain_tree(3)),
-             dict(target=target, rule="typical", temperature=1.0, tree=chain_tree(3)),
-             dict(target=target, rule="exact", tree=chain_tree(3), top_k=5, temperature=1.0),
-             dict(target=numpy_target, rule="exact", tree=chain_tree(3))]
-    for case in cases:
+    declined = [dict(target=target, rule="typical", temperature=1.0, tree=chain_tree(3)),
+                dict(target=target, rule="exact", tree=chain_tree(3), top_k=5,
+                     temperature=1.0),
+                dict(target=numpy_target, rule="exact", tree=chain_tree(3)),
+                dict(target=numpy_target, rule="greedy", tree=dense_tree([2, 1]))]
+    for case in declined:
         run = medusa_decode.medusa_start(case.pop("target"), heads, PROMPT, max_new_tokens=6,
                                          **case)
-        assert medusa_decode.run_chain_compiled(run) is False and not run.gen.steps[1:]
+        assert medusa_decode.run_compiled(run) is False and not run.gen.steps[1:]
+    for case in (dict(rule="exact", tree=chain_tree(3), temperature=1.0),
+                 dict(rule="greedy", tree=dense_tree([2, 1])),
+                 dict(rule="typical", temperature=0.0, tree=dense_tree([2, 1]))):
+        run = medusa_decode.medusa_start(target, heads, PROMPT, max_new_tokens=6, **case)
+        assert medusa_decode.run_compiled(run) is True and run.done and len(run.out) == 6
     with pytest.raises(ValueError, match="chain"):
         medusa_decode.medusa_start(target, heads, PROMPT, max_new_tokens=6, rule="exact",
                                    tree=dense_tree([2, 1]))
