@@ -169,6 +169,22 @@ def policy_code(policy: AutoK | AdaptiveK | TheoryK) -> np.ndarray:
     return np.array(fields, dtype=np.float64)
 
 
+def record_steps(gen: object, new: np.ndarray, record: np.ndarray, drafted: np.ndarray, *,
+                 model_calls: bool) -> None:
+    """A run kernel's steps into ``gen`` (:func:`~specdec_lite.engine.run_kernels.record_step`
+    wrote them): ``new`` [m] the tokens they emitted, ``record`` [steps, (proposed,
+    accepted, emitted, extra code)], ``drafted`` [steps, k] what they proposed, each
+    proposed token one draft call where ``model_calls`` (prompt lookup and Medusa's heads
+    call no draft model)."""
+    tokens, at = new.tolist(), 0
+    for (m, accepted, n_out, extra), row in zip(record.tolist(), drafted.tolist(),
+                                                strict=True):
+        gen.steps.append(Step(tuple(row[:m]), accepted, tuple(tokens[at : at + n_out]),
+                              RUN_EXTRA[extra]))
+        gen.n_draft_calls += m if model_calls else 0
+        at += n_out
+
+
 def in_kernel(kernel: object, *args: object) -> tuple:
     """``kernel(*args)``, in a Python frame of its own: the benchmark's profile
     (:func:`specdec_lite.bench.timing.profile_call`) counts its time as forward time, since
@@ -369,7 +385,7 @@ class CompiledStep:
                 drafted, times, clock)
             d_cache.length, d_cache.n_causal = int(d_state[0]), int(d_state[1])
         if drafting:
-            self._record(gen, buf[n0 : n0 + n_new], record[n_prev:n_steps],
+            record_steps(gen, buf[n0 : n0 + n_new], record[n_prev:n_steps],
                          drafted[n_prev:n_steps], model_calls=not copies)
             n_steps -= n_prev
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
@@ -377,21 +393,6 @@ class CompiledStep:
         if observers != (None, None):
             self._report(observers, times[:n_times])
         return buf[n0 : n0 + n_new]
-
-    @staticmethod
-    def _record(gen: object, new: np.ndarray, record: np.ndarray, drafted: np.ndarray, *,
-                model_calls: bool) -> None:
-        """A run kernel's steps into ``gen``: ``new`` [m] the tokens they emitted,
-        ``record`` [steps, (drafted, accepted, emitted, extra code)], ``drafted`` [steps,
-        k] their drafts, each drafted by one draft call where ``model_calls`` (prompt
-        lookup calls no model)."""
-        tokens, at = new.tolist(), 0
-        for (m, accepted, n_out, extra), row in zip(record.tolist(), drafted.tolist(),
-                                                    strict=True):
-            gen.steps.append(Step(tuple(row[:m]), accepted, tuple(tokens[at : at + n_out]),
-                                  RUN_EXTRA[extra]))
-            gen.n_draft_calls += m if model_calls else 0
-            at += n_out
 
     def _policy_code(self, policy: object) -> np.ndarray:
         """:func:`policy_code` of ``policy``, laid out once per run."""

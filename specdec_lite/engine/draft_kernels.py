@@ -108,14 +108,11 @@ def ngram_draft(tables, buf, n, k, temperature, draw, state, drafted, q, row, ti
     of one row. Returns the timings."""
     ctx_keys, ctx_totals, ctx_types, ctx_first, pair_counts, pair_next, ctx_at, add_k = tables
     for i in range(k):
-        t0 = steps.now(clock[0], clock[1]) if clock[0] != 0 else 0.0
+        t0 = steps.clock_start(clock)
         ngram_row(ctx_keys, ctx_totals, ctx_types, ctx_first, pair_counts, pair_next, ctx_at,
                   add_k, buf, n + i, row)
         tempered(row, temperature, q[i])
-        if clock[0] != 0:
-            times[n_times, 0], times[n_times, 1] = steps.DRAFT, 1
-            times[n_times, 2] = steps.now(clock[0], clock[1]) - t0
-            n_times += 1
+        n_times = steps.clock_note(times, n_times, steps.DRAFT, 1, t0, clock)
         token = np.argmax(q[i]) if temperature == 0.0 else steps.sample_row(q[i], draw, state)
         drafted[i] = token
         buf[n + i] = token

@@ -293,12 +293,8 @@ def run_compiled(run: MedusaRun) -> bool:
             np.ascontiguousarray(tree.rank, dtype=np.int64), step.parent, step.bias,
             step.ancestors, first_child, eos, record, proposed, times, clock)
     cache.length, cache.n_causal = int(state[0]), int(state[1])
-    new, at = buf[n_prompt + done : n_prompt + produced].tolist(), 0
-    for (m, accepted, n_out, extra), row in zip(record[:n_steps].tolist(),
-                                                proposed[:n_steps].tolist(), strict=True):
-        gen.steps.append(Step(tuple(row[:m]), accepted, tuple(new[at : at + n_out]),
-                              ("bonus", "correction")[extra]))
-        at += n_out
+    compiled_step.record_steps(gen, buf[n_prompt + done : n_prompt + produced],
+                               record[:n_steps], proposed[:n_steps], model_calls=False)
     gen.n_target_calls += n_steps
     gen.n_head_calls += n_steps
     for who, n, seconds in times[:n_times].tolist():

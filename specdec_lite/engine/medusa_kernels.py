@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import run_kernels as runs
 from . import step_kernels as steps
 
 
@@ -58,13 +59,9 @@ def chain_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, ma
     n_steps, n_times = 0, np.int64(0)
     while produced < max_new:
         n = n0 + produced  # the sequence, the root last
-        timed = clock[0] != 0
-        t0 = steps.now(clock[0], clock[1]) if timed else 0.0
+        t0 = steps.clock_start(clock)
         heads_logits(w1, b1, w2, t_cache[3][n - 2], depth, logits)
-        if timed:
-            times[n_times, 0], times[n_times, 1] = steps.DRAFT, 1
-            times[n_times, 2] = steps.now(clock[0], clock[1]) - t0
-            n_times += 1
+        n_times = steps.clock_note(times, n_times, steps.DRAFT, 1, t0, clock)
         steps.rows_of(logits, temperature, q)
         for i in range(depth):
             chain[i] = np.argmax(q[i]) if temperature == 0.0 else steps.sample_row(
@@ -76,18 +73,10 @@ def chain_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, ma
                                                      temperature, 0, draw, state, emitted,
                                                      times, n_times, clock)
         t_state[0] = t_state[1] = n + accepted  # the root and the accepted chain
-        n_out = min(accepted + 1, max_new - produced)
-        for j in range(n_out):
-            if emitted[j] == eos:
-                n_out = j + 1
-                break
-        buf[n : n + n_out] = emitted[:n_out]
-        record[n_steps, 0] = min(accepted + 1, depth)
-        record[n_steps, 1], record[n_steps, 2], record[n_steps, 3] = accepted, n_out, extra
-        drafted_rows[n_steps, :depth] = chain
-        n_steps += 1
-        produced += n_out
-        if emitted[n_out - 1] == eos:
+        n_steps, produced, hit = runs.record_step(
+            buf, n, emitted, min(accepted + 1, max_new - produced), eos, record, drafted_rows,
+            n_steps, produced, min(accepted + 1, depth), accepted, extra, chain)
+        if hit:
             break
     return n_steps, produced, n_times
 
@@ -111,16 +100,13 @@ def tree_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, max
     tokens = np.empty(n1, dtype=np.int64)  # [N+1] the root, then the nodes
     path = np.empty(n1, dtype=np.int64)  # [N+1]
     emitted = np.empty(n1, dtype=np.int64)  # [N+1]
+    proposed = np.empty(n1, dtype=np.int64)  # [N+1] the kept path, then the rejected child
     n_steps, n_times = 0, np.int64(0)
     while produced < max_new:
         n = n0 + produced  # the sequence, the root last
-        timed = clock[0] != 0
-        t0 = steps.now(clock[0], clock[1]) if timed else 0.0
+        t0 = steps.clock_start(clock)
         heads_logits(w1, b1, w2, t_cache[3][n - 2], n_heads, logits)
-        if timed:
-            times[n_times, 0], times[n_times, 1] = steps.DRAFT, 1
-            times[n_times, 2] = steps.now(clock[0], clock[1]) - t0
-            n_times += 1
+        n_times = steps.clock_note(times, n_times, steps.DRAFT, 1, t0, clock)
         for i in range(n_heads):
             ranked[i] = np.argsort(-logits[i], kind="mergesort")[:top]
         tokens[0] = buf[n - 1]
@@ -130,25 +116,14 @@ def tree_run_kernel(target, t_cache, t_state, w1, b1, w2, buf, n0, produced, max
                                                   bias, parent, ancestors, path, times,
                                                   n_times, clock)
         child = first_child[path[m - 1]]
-        for i in range(1, m):
-            emitted[i - 1] = tokens[path[i]]
-            drafted_rows[n_steps, i - 1] = tokens[path[i]]
+        for i in range(1, m):  # the kept path, then the extra token or its rejected child
+            emitted[i - 1] = proposed[i - 1] = tokens[path[i]]
         emitted[m - 1] = extra_token
-        proposed = m - 1
-        if child >= 0:
-            drafted_rows[n_steps, m - 1] = tokens[child]
-            proposed = m
-        n_out = min(m, max_new - produced)
-        for j in range(n_out):
-            if emitted[j] == eos:
-                n_out = j + 1
-                break
-        buf[n : n + n_out] = emitted[:n_out]
-        record[n_steps, 0], record[n_steps, 1] = proposed, m - 1
-        record[n_steps, 2], record[n_steps, 3] = n_out, 1 if child >= 0 else 0
-        n_steps += 1
-        produced += n_out
-        if emitted[n_out - 1] == eos:
+        proposed[m - 1] = tokens[child] if child >= 0 else -1
+        n_steps, produced, hit = runs.record_step(
+            buf, n, emitted, min(m, max_new - produced), eos, record, drafted_rows, n_steps,
+            produced, m if child >= 0 else m - 1, m - 1, 1 if child >= 0 else 0, proposed)
+        if hit:
             break
     return n_steps, produced, n_times
 

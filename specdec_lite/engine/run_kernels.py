@@ -74,8 +74,9 @@ def speculative_run_kernel(target, t_cache, t_state, draft, d_cache, d_state, sh
             accepted, n_out, extra, n_times, m = steps.speculative_body(
                 target, t_cache, t_state, draft, d_cache, d_state, shared, buf[:n], k_step,
                 temperature, rule, draw, state, stop, drafted, emitted, times, n_times, clock)
-        n_steps, produced, hit = _record(buf, n, emitted, n_out, eos, record, drafted_rows,
-                                         n_steps, produced, m, accepted, extra, drafted)
+        n_steps, produced, hit = record_step(buf, n, emitted, n_out, eos, record,
+                                             drafted_rows, n_steps, produced, m, accepted,
+                                             extra, drafted)
         if hit:
             break
     return n_steps, produced, n_times
@@ -104,8 +105,9 @@ def eagle_run_kernel(target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, b
             accepted, n_out, extra, n_times, m = steps.eagle_body(
                 target, t_cache, t_state, eagle, e_kv, e_tokens, e_state, buf[:n], k_step,
                 temperature, rule, draw, state, drafted, emitted, times, n_times, clock)
-        n_steps, produced, hit = _record(buf, n, emitted, n_out, eos, record, drafted_rows,
-                                         n_steps, produced, m, accepted, extra, drafted)
+        n_steps, produced, hit = record_step(buf, n, emitted, n_out, eos, record,
+                                             drafted_rows, n_steps, produced, m, accepted,
+                                             extra, drafted)
         if hit:
             break
     return n_steps, produced, n_times
@@ -143,8 +145,9 @@ def lookup_run_kernel(target, t_cache, t_state, buf, n0, max_new, k, policy, n_p
             accepted, n_out, extra, n_times, m = steps.verify_body(
                 target, t_cache, t_state, buf[:n], drafted[:m], q[:m], temperature, rule,
                 draw, state, emitted, times, n_times, clock)
-        n_steps, produced, hit = _record(buf, n, emitted, n_out, eos, record, drafted_rows,
-                                         n_steps, produced, m, accepted, extra, drafted)
+        n_steps, produced, hit = record_step(buf, n, emitted, n_out, eos, record,
+                                             drafted_rows, n_steps, produced, m, accepted,
+                                             extra, drafted)
         if hit:
             break
     return n_steps, produced, n_times
@@ -181,8 +184,9 @@ def ngram_run_kernel(target, t_cache, t_state, tables, buf, n0, max_new, k, poli
             accepted, n_out, extra, n_times, m = steps.verify_body(
                 target, t_cache, t_state, buf[:n], drafted[:k_step], q[:k_step], temperature,
                 rule, draw, state, emitted, times, n_times, clock)
-        n_steps, produced, hit = _record(buf, n, emitted, n_out, eos, record, drafted_rows,
-                                         n_steps, produced, m, accepted, extra, drafted)
+        n_steps, produced, hit = record_step(buf, n, emitted, n_out, eos, record,
+                                             drafted_rows, n_steps, produced, m, accepted,
+                                             extra, drafted)
         if hit:
             break
     return n_steps, produced, n_times
@@ -295,8 +299,8 @@ def _probe_due(policy, record, n_steps):
     return gap >= probe_every << failed
 
 
-def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced, m,
-            accepted, extra, drafted):
+def record_step(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced, m,
+                accepted, extra, drafted):
     """After one step: its tokens, cut after ``eos``, into ``buf`` from position ``n``, the
     step into ``record`` and ``drafted_rows``. Returns (steps, tokens, whether eos came)."""
     hit = False
@@ -312,4 +316,5 @@ def _record(buf, n, emitted, n_out, eos, record, drafted_rows, n_steps, produced
 
 
 __all__ = ["ADAPTIVE", "AUTO", "THEORY", "eagle_run_kernel", "lookup_run_kernel", "next_k",
-           "ngram_run_kernel", "plain_run_kernel", "policy_k_max", "speculative_run_kernel"]
+           "ngram_run_kernel", "plain_run_kernel", "policy_k_max", "record_step",
+           "speculative_run_kernel"]

@@ -82,6 +82,21 @@ def _sync(seq, cache_tokens, state):
     return common
 
 
+def clock_start(clock):
+    """The clock's reading now, or 0.0 when ``clock`` is unset (zeros)."""
+    return now(clock[0], clock[1]) if clock[0] != 0 else 0.0  # noqa: F821
+
+
+def clock_note(times, n_times, who, n, t0, clock):
+    """[``who``, ``n`` rows, seconds since ``t0``] into ``times`` after its first
+    ``n_times``, when ``clock`` is set; returns the number of timings there."""
+    if clock[0] == 0:
+        return n_times
+    times[n_times, 0], times[n_times, 1] = who, n
+    times[n_times, 2] = now(clock[0], clock[1]) - t0  # noqa: F821
+    return n_times + 1
+
+
 def _append(model, cache, state, toks, times, n_times, who, clock):
     """Forward ``toks`` [n] after the cache's entries as a causal block
     (``TransformerModel.forward`` without positions or mask). Returns the number of
@@ -114,8 +129,7 @@ def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_time
     n, start = toks.shape[0], state[0]
     if n == 0:
         return n_times
-    timed = clock[0] != 0
-    t0 = now(clock[0], clock[1]) if timed else 0.0  # noqa: F821 (bound by compiled_kernels)
+    t0 = clock_start(clock)
     d = wte.shape[1]
     x = np.empty((n, d), dtype=np.float32)
     for r in range(n):
@@ -136,11 +150,7 @@ def _forward_block(model, cache, state, toks, depth, bias, causal, times, n_time
     state[0] = start + n
     if causal and state[1] == start:
         state[1] = start + n
-    if timed:
-        seconds = now(clock[0], clock[1]) - t0  # noqa: F821
-        times[n_times, 0], times[n_times, 1], times[n_times, 2] = who, n, seconds
-        n_times += 1
-    return n_times
+    return clock_note(times, n_times, who, n, t0, clock)
 
 
 def plain_kernel(target, t_cache, t_state, seq, temperature, rule, draw, state, times, clock):
@@ -469,10 +479,9 @@ def compiled_kernels() -> Kernels:
     # no fastmath: the draws compare as the Python step's; the GIL released, as the
     # forward releases it
     jit = numba.njit(cache=True, nogil=True)
-    for name in ("rows_of", "sample_row", "_sync", "_forward_block", "_causal_bias", "_append",
-                 "check_block", "_stop_after", "verify_body", "plain_body", "speculative_body",
-                 "tree_body",
-                 "eagle_body"):
+    for name in ("clock_start", "clock_note", "rows_of", "sample_row", "_sync",
+                 "_forward_block", "_causal_bias", "_append", "check_block", "_stop_after",
+                 "verify_body", "plain_body", "speculative_body", "tree_body", "eagle_body"):
         scope[name] = jit(scope[name])
     # the run kernels call the bodies above and the drafters, as their modules' attributes
     from . import draft_kernels, medusa_kernels, run_kernels
@@ -480,7 +489,7 @@ def compiled_kernels() -> Kernels:
     for name in ("lookup_draft", "ngram_row", "tempered", "ngram_draft"):
         setattr(draft_kernels, name, jit(getattr(draft_kernels, name)))
     medusa_kernels.heads_logits = jit(medusa_kernels.heads_logits)
-    for name in ("_record", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
+    for name in ("record_step", "next_k", "policy_k_max", "_alpha", "_probe_due", "_best_rate"):
         setattr(run_kernels, name, jit(getattr(run_kernels, name)))
     return Kernels(jit(plain_kernel), jit(speculative_kernel),
                    jit(run_kernels.plain_run_kernel), jit(run_kernels.speculative_run_kernel),
@@ -492,6 +501,7 @@ def compiled_kernels() -> Kernels:
 
 
 __all__ = ["DRAFT", "TARGET", "Kernels", "compiled_kernels", "eagle_body", "eagle_kernel",
-           "check_block", "plain_body", "plain_kernel", "rows_of", "sample_row",
+           "check_block", "clock_note", "clock_start", "plain_body", "plain_kernel", "rows_of",
+           "sample_row",
            "speculative_body", "speculative_kernel", "tree_body", "tree_kernel", "verify_body",
            "verify_kernel"]
