@@ -275,8 +275,8 @@ bench-quick: venv
 	$(BENCH_ENV) $(BIN)/python -m specdec_lite bench --quick --json _build/bench-quick.json
 
 # Draft sources and policies (bench --drafters) on both forwards of this machine:
-# results/drafters_$(TAG)_numpy.json and _numba.json (TAG names the machine; chapter 9 reads
-# the untagged AMD EPYC pair). drafters-readme renders the README's table from the files
+# results/drafters_$(TAG)_numpy.json and _numba.json (TAG names the machine and run; chapter 9
+# reads the amd10 pair). drafters-readme renders the README's table from the files
 # DRAFTER_RESULTS lists (NAME=PATH, NAME up to 5 characters: a column heading).
 TAG ?= here
 DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.json \
@@ -286,7 +286,8 @@ DRAFTER_RESULTS := A-np=results/drafters_numpy.json A-nb=results/drafters_numba.
     A3-nb=results/drafters_amd3_numba.json A4-nb=results/drafters_amd4_numba.json \
     A5-nb=results/drafters_amd5_numba.json A6-nb=results/drafters_amd6_numba.json \
     A7-nb=results/drafters_amd7_numba.json A8-nb=results/drafters_amd8_numba.json \
-    A9-nb=results/drafters_amd9_numba.json
+    A9-nb=results/drafters_amd9_numba.json A10np=results/drafters_amd10_numpy.json \
+    A10nb=results/drafters_amd10_numba.json
 
 .PHONY: bench-drafters drafters-readme
 

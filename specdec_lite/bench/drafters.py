@@ -276,6 +276,18 @@ def row_index(results: dict[str, dict]) -> dict[tuple[str, str, str, float], dic
     return index
 
 
+def keep_methods(data: dict, methods: Sequence[str]) -> dict:
+    """A copy of one result (of :func:`measure`) with the rows and runs of plain decoding and
+    of ``methods`` only (labels of :data:`METHODS`), for a table that shows some of them."""
+    known = {m.label for m in METHODS}
+    unknown = [m for m in methods if m not in known]
+    if isinstance(methods, str) or unknown:
+        raise ValueError(f"methods must be labels of drafters.METHODS, got {unknown or methods!r}")
+    keep = {PLAIN, *methods}
+    return {**data, "rows": [r for r in data["rows"] if r["method"] in keep],
+            "runs": [r for r in data["runs"] if r["method"] in keep]}
+
+
 def ci_side(row: dict) -> str:
     """Where a row's 95% speedup CI lies relative to 1: ``"above"`` (measurably faster than
     plain decoding), ``"below"`` (measurably slower) or ``"contains"``."""
@@ -396,7 +408,7 @@ def format_sides(results: dict[str, dict]) -> str:
 
 __all__ = ["CATEGORIES", "DRAFTER_NAMES", "METHODS", "PLAIN", "QUICK", "SCHEMA", "SIDES",
            "DrafterSettings", "Method", "category_prompts", "ci_side", "cis_overlap",
-           "format_counts", "format_rows", "format_sides", "format_speedups", "measure",
-           "methods_in", "oracle_schedules",
+           "format_counts", "format_rows", "format_sides", "format_speedups", "keep_methods",
+           "measure", "methods_in", "oracle_schedules",
            "pool_counts", "read_json", "row_index", "short_label", "side_counts", "summarise",
            "write_json"]

@@ -90,6 +90,21 @@ def committed() -> dict:
     return {b: drafters.read_json(RESULTS / f"drafters_{b}.json") for b in ("numpy", "numba")}
 
 
+def test_keep_methods_keeps_plain_decoding_and_the_named_methods_only():
+    full = drafters.read_json(RESULTS / "drafters_amd10_numba.json")
+    shown = ["GPT draft, k = 3", "prompt lookup, auto k"]
+    part = drafters.keep_methods(full, shown)
+    assert {r["method"] for r in part["rows"]} == {drafters.PLAIN, *shown}
+    assert {r["method"] for r in part["runs"]} == {drafters.PLAIN, *shown}
+    assert drafters.methods_in({"part": part}) == shown
+    assert part["rows"] == [r for r in full["rows"] if r["method"] in {drafters.PLAIN, *shown}]
+    assert part["settings"] == full["settings"] and len(full["rows"]) > len(part["rows"])
+    with pytest.raises(ValueError, match="methods"):
+        drafters.keep_methods(full, ["GPT draft, k = 5"])
+    with pytest.raises(ValueError, match="methods"):
+        drafters.keep_methods(full, "GPT draft, k = 3")
+
+
 def test_short_labels_stay_apart():
     labels = [m.label for m in drafters.METHODS if m.drafter]
     short = [drafters.short_label(label) for label in labels]
