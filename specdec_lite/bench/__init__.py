@@ -67,6 +67,7 @@ from .timing import (
     function_name,
     in_run_costs,
     machine_info,
+    overhead_split,
     pin_blas_threads,
     profile_call,
     profile_split,
@@ -80,6 +81,7 @@ __all__ = ["BLAS_VARS", "FIELDS", "N_BOOT", "NGRAM_ORDER", "OPTIONAL_FIELDS", "Q
            "choose_prompts", "compare_runs", "cost_curve", "decode", "describe",
            "ends_in_loop", "evaluate_bars", "format_bars", "format_comparison", "format_table",
            "function_name", "in_run_costs", "in_run_ratios", "in_run_summary", "machine_info",
-           "kernels_summary", "markdown_summary", "ngram_draft", "pin_blas_threads", "predictions",
+           "kernels_summary", "markdown_summary", "ngram_draft", "overhead_split",
+           "pin_blas_threads", "predictions",
            "profile_call", "profile_split", "read_json", "run", "schedule", "simulated_units",
            "summarise", "verify_ratio", "write_json"]

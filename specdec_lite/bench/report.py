@@ -100,6 +100,11 @@ def format_table(data: dict, bars: bool = True) -> str:
         top = ", ".join(f"{name} {sec / prof['wall_s']:.1%}" for name, sec in prof["engine"][:4])
         lines.append(f"profile {label}: forwards {prof['forward_s'] / prof['wall_s']:.0%}, "
                      f"engine {engine / prof['wall_s']:.0%} ({top})")
+        split = prof.get("split")  # absent from results made before it was measured
+        if split is not None:
+            lines.append(f"  without the profiler, {split['runs']} runs: forwards "
+                         f"{split['forwards']:.1%}, the rest of the compiled calls "
+                         f"{split['compiled']:.1%}, Python around them {split['python']:.1%}")
     if bars:
         lines += ["", "bars (reported, not asserted):", format_bars(data)]
     return "\n".join(lines + [f"note: {n}" for n in data["notes"]])

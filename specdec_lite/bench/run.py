@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -42,7 +43,14 @@ from .config import (
 from .report import evaluate_bars
 from .schema import SCHEMA
 from .stats import Row, Run, ends_in_loop, in_run_ratios, simulated_units, summarise
-from .timing import ForwardMeter, cost_curve, in_run_costs, machine_info, profile_call
+from .timing import (
+    ForwardMeter,
+    cost_curve,
+    in_run_costs,
+    machine_info,
+    overhead_split,
+    profile_call,
+)
 
 SHIPPED = "specdec_lite.load_pretrained()"
 
@@ -325,12 +333,24 @@ def profiled(methods: list[Method], rows: list[Row]) -> list[Method]:
 
 def profile_methods(methods: list[Method], p: Plan, s: Settings, models: Pretrained,
                     ngram: NGramModel | None) -> dict:
-    """{label: cProfile split} of one run of each method on the first prompt."""
+    """{label: cProfile split of one run of each method on the first prompt, with
+    ``split``: where the wall clock of a run on each prompt goes, timed without the
+    profiler (:func:`~specdec_lite.bench.timing.overhead_split`)}."""
     out = {}
+    meter = ForwardMeter({"target": models.target, "draft": models.draft,
+                          "heads": models.heads, "ngram": ngram})
     for method in methods:
         target, draft = prefill(models, p.prompts[0])
         out[method.label] = profile_call(lambda m=method, t=target, d=draft: decode_filled(
             m, t, d, models.heads, ngram, p.trees, p.prompts[0], s.new_tokens, s.seed))
+        def prepared(prompt: np.ndarray, m: Method = method) -> Callable[[], object]:
+            target, draft = prefill(models, prompt)  # untimed, just before the run
+            return lambda: decode_filled(m, target, draft, models.heads, ngram, p.trees,
+                                         prompt, s.new_tokens, s.seed)
+
+        runs = [lambda x=prompt: prepared(x) for prompt in p.prompts]
+        with meter:
+            out[method.label]["split"] = overhead_split(runs, meter)
     return out
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import cProfile
 import ctypes
+import gc
 import os
 import platform
 import pstats
@@ -46,7 +47,7 @@ import numpy as np
 
 from ..drafting.medusa import MedusaHeads
 from ..engine import draft_kernels
-from ..engine.compiled_step import in_kernel
+from ..engine.kernel_time import in_kernel, kernel_timer
 from ..engine.step_kernels import compiled_kernels
 from ..models import fast, kernels
 from ..models.ngram import NGramModel
@@ -62,7 +63,9 @@ class ForwardMeter:
 
     Used as a context manager: the hooks are set on entry and cleared on exit. Per run
     (see ``reset``): ``seconds`` in all forwards, and ``calls`` and ``call_s``, the number
-    and seconds of calls keyed by (who, tokens or rows of the call).
+    and seconds of calls keyed by (who, tokens or rows of the call). A compiled run's
+    forwards arrive together (``hook.many``) and are only kept until one of the three is
+    read, so that the meter adds almost nothing to the run it times.
     """
 
     def __init__(self, models: dict[str, object]) -> None:
@@ -70,18 +73,42 @@ class ForwardMeter:
         self.reset()
 
     def reset(self) -> None:
-        self.seconds = 0.0
-        self.calls: Counter = Counter()
-        self.call_s: Counter = Counter()
+        self._seconds = 0.0
+        self._calls: Counter = Counter()
+        self._call_s: Counter = Counter()
+        self._pending: list[tuple[str, np.ndarray, int]] = []  # (who, times, mark)
+
+    def _settle(self) -> None:
+        for who, times, mark in self._pending:
+            mine = times[times[:, 0] == mark]  # [m, (mark, n, seconds)]
+            ns, seconds = mine[:, 1].astype(np.int64), mine[:, 2]  # [m], [m]
+            self._seconds += float(seconds.sum())
+            for n in np.unique(ns).tolist():
+                at = ns == n
+                self._calls[(who, n)] += int(at.sum())
+                self._call_s[(who, n)] += float(seconds[at].sum())
+        self._pending.clear()
+
+    @property
+    def seconds(self) -> float:
+        self._settle()
+        return self._seconds
+
+    @property
+    def calls(self) -> Counter:
+        self._settle()
+        return self._calls
+
+    @property
+    def call_s(self) -> Counter:
+        self._settle()
+        return self._call_s
 
     def observer(self, who: str) -> Callable[[int, float], None]:
-        """The hook for model ``who``: records one call over ``n`` tokens or rows."""
-        def record(n: int, seconds: float) -> None:
-            self.seconds += seconds
-            self.calls[(who, n)] += 1
-            self.call_s[(who, n)] += seconds
-
-        return record
+        """The hook for model ``who``: called as ``hook(n, seconds)`` it records one call
+        over ``n`` tokens or rows; ``hook.many(times, mark)`` records a compiled run's
+        calls at once (:func:`~specdec_lite.engine.compiled_step.report_times`)."""
+        return _Hook(self, who)
 
     def __enter__(self) -> ForwardMeter:
         for who, model in self.models.items():
@@ -93,6 +120,25 @@ class ForwardMeter:
     def __exit__(self, *exc: object) -> None:
         for model in self.models.values():
             model.observer = None
+
+
+class _Hook:
+    """One model's observer of a :class:`ForwardMeter`."""
+
+    def __init__(self, meter: ForwardMeter, who: str) -> None:
+        self.meter, self.who = meter, who
+
+    def __call__(self, n: int, seconds: float) -> None:
+        meter = self.meter
+        meter._seconds += seconds
+        meter._calls[(self.who, n)] += 1
+        meter._call_s[(self.who, n)] += seconds
+
+    def many(self, times: np.ndarray, mark: int) -> None:
+        """The calls in the rows of ``times`` [calls, (mark, tokens or rows, seconds)] whose
+        first column is ``mark``, read when the meter is read: a run's record costs the
+        run an append (the array is the caller's to leave unchanged)."""
+        self.meter._pending.append((self.who, times, mark))
 
 
 def in_run_costs(calls: Counter, call_s: Counter) -> dict:
@@ -172,6 +218,32 @@ def _profile_key(function: Callable) -> tuple[str, int, str]:
 # (a compiled step's kernel is counted whole: its forwards and a few microseconds of draws)
 FORWARDS = frozenset(_profile_key(f) for f in (TransformerModel.forward, MedusaHeads.logits,
                                                 NGramModel.last_probs, in_kernel))
+
+
+def overhead_split(runs: list[Callable[[], Callable[[], object]]], meter: ForwardMeter) -> dict:
+    """Where the wall clock of ``runs`` goes (each prepares a run, untimed, and returns the
+    run to time), timed with no profiler, the garbage collector off, ``meter`` active:
+    ``forwards`` (the metered forwards), ``compiled`` (the rest of the time inside compiled
+    calls: draws, rows, acceptance, cache bookkeeping) and ``python`` (the rest: the
+    decoders' Python around the calls, the meter's bookkeeping included), as shares of the
+    summed wall clock of the ``runs`` (their number) runs."""
+    wall = forward = compiled = 0.0
+    for prepare in runs:
+        work = prepare()
+        meter.reset()
+        gc.collect()
+        gc.disable()
+        try:
+            with kernel_timer() as timer:
+                start = time.perf_counter()
+                work()
+                spent = time.perf_counter() - start
+        finally:
+            gc.enable()
+        wall, forward = wall + spent, forward + meter.seconds
+        compiled += max(timer.seconds, meter.seconds)  # forwards outside the calls (numpy)
+    return {"runs": len(runs), "wall_s": wall, "forwards": forward / wall,
+            "compiled": (compiled - forward) / wall, "python": (wall - compiled) / wall}
 
 
 def profile_call(work: Callable[[], object]) -> dict:

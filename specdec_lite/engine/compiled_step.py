@@ -53,6 +53,7 @@ from ..models.ngram import NGramModel
 from ..models.transformer import TransformerModel
 from . import run_kernels
 from .decode import ask_proposer, speculative_step
+from .kernel_time import in_kernel
 from .native_calls import clock_source, uniform_source
 from .step_kernels import compiled_kernels
 from .trace import Step, cut_at_eos
@@ -185,11 +186,23 @@ def record_steps(gen: object, new: np.ndarray, record: np.ndarray, drafted: np.n
         at += n_out
 
 
-def in_kernel(kernel: object, *args: object) -> tuple:
-    """``kernel(*args)``, in a Python frame of its own: the benchmark's profile
-    (:func:`specdec_lite.bench.timing.profile_call`) counts its time as forward time, since
-    all but a few microseconds of it are the forwards inside."""
-    return kernel(*args)
+def report_times(observers: tuple, times: np.ndarray) -> None:
+    """Each timed forward in ``times`` [forwards, (who, rows, seconds)] to its model's
+    observer in ``observers`` (who 0, 1: the target's, the draft's or heads'; None: none):
+    ``observer(rows, seconds)`` per forward, or, where the observer has a ``many`` method
+    (the benchmark's meter), ``observer.many(times, who)`` once, so that a run's record
+    costs the meter one call, not one a forward; such an observer may keep ``times`` to
+    read later, so the caller hands over an array it will not write again."""
+    for who, observer in enumerate(observers):
+        if observer is None:
+            continue
+        many = getattr(observer, "many", None)
+        if many is not None:
+            many(times, who)
+            continue
+        for mark, n, seconds in times.tolist():
+            if mark == who:
+                observer(int(n), seconds)
 
 
 class CompiledStep:
@@ -291,8 +304,8 @@ class CompiledStep:
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += 1
         if timed:
-            self._report((gpt.observer, None if draft is None else draft.model.observer),
-                         self.times[:n_times])
+            report_times((gpt.observer, None if draft is None else draft.model.observer),
+                         self.times[:n_times].copy())  # the next step reuses them
         emitted, hit_eos = cut_at_eos(emitted, eos_id)
         gen.steps.append(Step(tuple(drafted.tolist()), int(accepted), tuple(emitted.tolist()),
                               extra))
@@ -391,7 +404,7 @@ class CompiledStep:
         t_cache.length, t_cache.n_causal = int(t_state[0]), int(t_state[1])
         gen.n_target_calls += n_steps
         if observers != (None, None):
-            self._report(observers, times[:n_times])
+            report_times(observers, times[:n_times])
         return buf[n0 : n0 + n_new]
 
     def _policy_code(self, policy: object) -> np.ndarray:
@@ -418,15 +431,6 @@ class CompiledStep:
             self.rng, self.source = rng, uniform_source(rng)  # holding rng keeps it alive
         return self.source
 
-    @staticmethod
-    def _report(observers: tuple, times: np.ndarray) -> None:
-        """Each timed forward in ``times`` [forwards, (who, rows, seconds)] to its model's
-        observer in ``observers`` (the target's, the draft's; None: none): (rows,
-        seconds)."""
-        for who, n, seconds in times.tolist():
-            observer = observers[int(who)]
-            if observer is not None:
-                observer(int(n), seconds)
 
 
 def tree_step_for(target: TransformerModel, tree: object, rule: str,

@@ -34,6 +34,7 @@ from ..rules.distributions import (
 from ..rules.verify import acceptance_mask, check_rule, verify_checked
 from . import compiled_step
 from .compiled_step import UNTIMED, TreeStep, cache_arrays, packed_gpt, tree_step_for
+from .kernel_time import in_kernel
 from .native_calls import clock_source, uniform_source
 from .step_kernels import compiled_kernels
 from .trace import Generation, Step, cut_at_eos
@@ -278,7 +279,7 @@ def run_compiled(run: MedusaRun) -> bool:
     eos = -1 if run.eos_id is None else run.eos_id
     if chain:
         draw, source = uniform_source(run.rng)
-        n_steps, produced, n_times = compiled_step.in_kernel(
+        n_steps, produced, n_times = in_kernel(
             kernels.medusa_chain, packed, cache_arrays(cache), state, heads.w1, heads.b1,
             heads.w2, buf, n_prompt, done, run.max_new_tokens, depth, run.temperature, draw,
             source, eos, record, proposed, times, clock)
@@ -287,7 +288,7 @@ def run_compiled(run: MedusaRun) -> bool:
         first_child = np.full(tree.n_nodes + 1, -1, dtype=np.int64)  # [N+1]
         for node, child in run.first_child.items():
             first_child[node] = child
-        n_steps, produced, n_times = compiled_step.in_kernel(
+        n_steps, produced, n_times = in_kernel(
             kernels.medusa_tree, packed, cache_arrays(cache), state, heads.w1, heads.b1,
             heads.w2, buf, n_prompt, done, run.max_new_tokens, step.depth,
             np.ascontiguousarray(tree.rank, dtype=np.int64), step.parent, step.bias,
@@ -297,9 +298,7 @@ def run_compiled(run: MedusaRun) -> bool:
                                record[:n_steps], proposed[:n_steps], model_calls=False)
     gen.n_target_calls += n_steps
     gen.n_head_calls += n_steps
-    for who, n, seconds in times[:n_times].tolist():
-        if observers[int(who)] is not None:
-            observers[int(who)](int(n), seconds)
+    compiled_step.report_times(observers, times[:n_times])
     run.out = buf[n_prompt : n_prompt + produced].tolist()
     run.root = run.out[-1]
     run.hidden = run.target.hidden_at(cache.n_causal - 1, cache=cache)  # [d]

@@ -19,12 +19,9 @@ def python_step(monkeypatch):
 
 
 @pytest.fixture
-def kernel_calls(monkeypatch) -> list:
-    """The kernels the compiled step calls, in order, recorded as it runs."""
-    from specdec_lite.engine import compiled_step
+def kernel_calls() -> list:
+    """The kernels the engine calls, in order, recorded as it runs."""
+    from specdec_lite.engine.kernel_time import kernel_timer
 
-    calls = []
-    real = compiled_step.in_kernel
-    monkeypatch.setattr(compiled_step, "in_kernel",
-                        lambda kernel, *args: calls.append(kernel) or real(kernel, *args))
-    return calls
+    with kernel_timer() as timer:
+        yield timer.calls

@@ -439,6 +439,45 @@ def test_the_profile_recognises_the_forwards_by_their_code() -> None:
                    for name, _ in prof["engine"])
 
 
+def test_the_meter_records_many_calls_as_it_records_each() -> None:
+    models, _ = tiny_models()
+    ns, seconds = np.array([2, 1, 2, 5, 1]), np.array([0.5, 0.25, 0.125, 1.0, 2.0])
+    times = np.stack([np.array([0, 0, 1, 0, 0, 0]), np.insert(ns, 2, 9),
+                      np.insert(seconds, 2, 7.0)], axis=1)  # [6, (mark, n, seconds)]
+    meters = []
+    for bulk in (False, True):
+        with bench.ForwardMeter({"target": models.target}) as meter:
+            hook = models.target.observer
+            if bulk:
+                hook.many(times, 0)  # the row marked 1 is another model's
+            else:
+                for n, s in zip(ns.tolist(), seconds.tolist(), strict=True):
+                    hook(n, s)
+        meters.append(meter)
+    each, many = meters
+    assert many.calls == each.calls == Counter({("target", 2): 2, ("target", 1): 2,
+                                                ("target", 5): 1})
+    assert many.call_s == pytest.approx(each.call_s) and many.seconds == pytest.approx(3.875)
+
+
+def test_overhead_split_shares_the_wall_clock_of_each_run() -> None:
+    models, _ = tiny_models()
+    prompts = [np.arange(5 + i) for i in range(3)]
+    prepared = []
+
+    def prepare(prompt: np.ndarray):
+        prepared.append(len(prompt))  # each run is prepared just before it is timed
+        return lambda: bench.decode(Method("autoregressive", 0.0), models, None,
+                                    {}, prompt, 8, seed=0)
+
+    with bench.ForwardMeter({"target": models.target}) as meter:
+        split = bench.overhead_split([lambda p=p: prepare(p) for p in prompts], meter)
+    assert prepared == [5, 6, 7] and split["runs"] == 3 and split["wall_s"] > 0
+    assert split["forwards"] + split["compiled"] + split["python"] == pytest.approx(1)
+    assert split["compiled"] == 0  # numpy models: no compiled calls
+    assert 0 < split["forwards"] < 1 and 0 < split["python"] < 1
+
+
 def test_function_names_are_readable() -> None:
     assert bench.function_name(("/x/specdec_lite/verify.py", 3, "verify")) == "verify:verify"
     assert bench.function_name(

@@ -13,16 +13,20 @@ tests/statistical/test_compiled_step_exact.py. Every test needs numba.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from support import CONFIG, random_params
 
-from specdec_lite.bench.timing import ForwardMeter
+from specdec_lite.bench.timing import ForwardMeter, overhead_split
 from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.drafting.stop_head import RiskStop, shipped_head
 from specdec_lite.engine import compiled_step
 from specdec_lite.engine.decode import generate, speculative_generate
+from specdec_lite.engine.kernel_time import kernel_timer
+from specdec_lite.engine.step_kernels import compiled_kernels
 from specdec_lite.models import fast
 from specdec_lite.models.ngram import MarkovModel
 from specdec_lite.models.transformer import TransformerConfig, TransformerModel
@@ -365,6 +369,25 @@ def test_the_meter_sees_the_same_forwards(pair, python_step):
         calls.append(dict(meter.calls))
         assert meter.seconds > 0
     assert calls[0] == calls[1]
+
+
+def test_the_kernel_timer_sums_the_compiled_calls_made_while_it_is_open(pair):
+    target, draft = pair
+    decode = lambda: speculative_generate(target, draft, PROMPT, k=3,  # noqa: E731
+                                          max_new_tokens=20, temperature=1.0, seed=5)
+    decode()  # compiled before it is timed
+    with kernel_timer() as timer:
+        start = time.perf_counter()
+        decode()
+        wall = time.perf_counter() - start
+    assert timer.calls == [compiled_kernels().speculative_run]
+    assert 0 < timer.seconds < wall
+    decode()  # closed: nothing more is counted
+    assert len(timer.calls) == 1
+    with ForwardMeter({"target": target, "draft": draft}) as meter:
+        split = overhead_split([lambda: decode] * 3, meter)
+    assert split["runs"] == 3 and split["compiled"] > 0 and split["python"] > 0
+    assert split["forwards"] + split["compiled"] + split["python"] == pytest.approx(1)
 
 
 def test_used_only_where_it_applies(pair):
