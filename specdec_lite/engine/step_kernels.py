@@ -48,17 +48,23 @@ def rows_of(logits, temperature, out):  # [m, V] float32 -> out [m, V] float64
             out[r, :] = 0.0
             out[r, np.argmax(logits[r])] = 1.0
             continue
-        z = logits[r].astype(np.float64)
-        z -= z.max()
-        z = np.exp(z)
-        z /= z.sum()
+        top = np.float64(logits[r, 0])
+        for i in range(1, v):
+            top = max(top, np.float64(logits[r, i]))
+        total = 0.0
+        for i in range(v):  # in place, summed left to right: the array ops' very numbers
+            e = np.exp(np.float64(logits[r, i]) - top)
+            out[r, i] = e
+            total += e
+        for i in range(v):
+            out[r, i] /= total
         if temperature != 1.0:
-            z = np.log(z)
+            z = np.log(out[r])
             z = (z - z.max()) / temperature
             z -= z.max()
             z = np.exp(z)
             z /= z.sum()
-        out[r, :] = z
+            out[r, :] = z
 
 
 def sample_row(p, draw, state):  # [V] -> one id, by inverse CDF with one uniform
@@ -370,11 +376,13 @@ def check_block(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, st
     drafted = ctx[n:]
     common = _sync(ctx, t_cache[1], t_state)
     n_times = _append(target, t_cache, t_state, ctx[common:], times, n_times, TARGET, clock)
-    p = np.empty((k + 1, t_cache[2].shape[1]))  # [k + 1, V] the target's rows
-    rows_of(t_cache[2][n - 1 : n + k], temperature, p)
+    logits = t_cache[2][n - 1 : n + k]  # [k + 1, V]
+    p = np.empty((k + 1, logits.shape[1]))  # [k + 1, V] the target's rows, each made when
+    # the test reaches it: none past the first rejection is read
     accepted = k
     if rule == 1:
         for i in range(k):
+            rows_of(logits[i : i + 1], temperature, p[i : i + 1])
             if drafted[i] != np.argmax(p[i]):
                 accepted = i
                 break
@@ -383,11 +391,13 @@ def check_block(target, t_cache, t_state, ctx, n, q, temperature, rule, draw, st
         for i in range(k):
             r[i] = next_double(draw, state)  # noqa: F821
         for i in range(k):
+            rows_of(logits[i : i + 1], temperature, p[i : i + 1])
             if not r[i] * q[i, drafted[i]] < p[i, drafted[i]]:
                 accepted = i
                 break
     emitted[:accepted] = drafted[:accepted]
     if accepted == k:
+        rows_of(logits[k : k + 1], temperature, p[k : k + 1])
         dist, extra = p[k], 0
     else:
         extra = 1

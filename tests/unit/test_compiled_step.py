@@ -23,7 +23,7 @@ from specdec_lite.bench.timing import ForwardMeter, overhead_split
 from specdec_lite.drafting.eagle import EagleDraft, EagleWeights, eagle_shapes
 from specdec_lite.drafting.proposers import ModelDraft, PromptLookup
 from specdec_lite.drafting.stop_head import RiskStop, shipped_head
-from specdec_lite.engine import compiled_step
+from specdec_lite.engine import compiled_step, step_kernels
 from specdec_lite.engine.decode import generate, speculative_generate
 from specdec_lite.engine.kernel_time import kernel_timer
 from specdec_lite.engine.step_kernels import compiled_kernels
@@ -369,6 +369,20 @@ def test_the_meter_sees_the_same_forwards(pair, python_step):
         calls.append(dict(meter.calls))
         assert meter.seconds > 0
     assert calls[0] == calls[1]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0, 0.6, 1.4, 0.002])
+def test_the_kernels_rows_are_the_python_steps_rows(pair, temperature):
+    target, _ = pair
+    rng = np.random.default_rng(4)
+    compiled_kernels()  # compiles the helpers in place, rows_of among them
+    for scale in (0.1, 1.0, 8.0, 40.0):
+        logits = (scale * rng.standard_normal((5, CONFIG.vocab_size))).astype(np.float32)
+        out = np.empty((5, CONFIG.vocab_size))
+        step_kernels.rows_of(logits, temperature, out)
+        want = target.rows_from_logits(logits, temperature)  # [5, V] as the Python step
+        assert np.allclose(out, want, rtol=1e-12, atol=1e-300)
+        assert (out.argmax(axis=1) == want.argmax(axis=1)).all()
 
 
 def test_the_kernel_timer_sums_the_compiled_calls_made_while_it_is_open(pair):
