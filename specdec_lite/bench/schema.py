@@ -50,10 +50,8 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
      "held-out text"),
     ("rows", "list", "one object per method, measured rows first (ROW_FIELDS)"),
     ("profile", "object", "{label: {wall_s, forward_s, engine: [[function, seconds]], "
-     "split}}, one cProfile'd run of a few methods (forward_s counts compiled calls "
-     "whole); split: {runs, wall_s, forwards, compiled, python}, the shares of the wall "
-     "clock of a run on each prompt, timed without the profiler: the forwards, the rest of "
-     "the compiled calls, the Python around them"),
+     "split}}, one cProfile'd run of a few methods; split: {runs, wall_s, forwards, "
+     "compiled, python}, shares of the wall clock, a run on each prompt, no profiler"),
     ("greedy_loops", "float|null", "fraction of greedy autoregressive outputs that end "
      "in a loop"),
     ("bars", "list", "[{name, threshold, value, status}], speed targets the harness "
