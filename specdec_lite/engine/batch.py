@@ -264,6 +264,7 @@ class BatchEngine:
             return finished
         self.n_steps += 1
         self.batch_sizes.append(len(self.active))
+        forced = True  # a plain step whatever the policies would choose
         if self.draft is not None and self.breaker is not None and not self.breaker.allow():
             self._count_fallback("circuit_open")
             proposals = self._plain(self.propose_nothing())
@@ -271,9 +272,9 @@ class BatchEngine:
             self.n_plain_by_load += 1
             proposals = self.propose_nothing()
         else:
-            proposals = self.propose()
+            proposals, forced = self.propose(), False
         proposals, results = self._verify_or_fall_back(proposals)
-        return finished + self._commit(proposals, results)
+        return finished + self._commit(proposals, results, forced)
 
     def cancel(self, request_id: object) -> bool:
         """Drop a waiting or active request (its deadline passed, its client left), and
@@ -375,7 +376,7 @@ class BatchEngine:
         ``speculative_generate``; one with a confidence stop drafts up to its first
         unsure token, one with a risk stop until its predicted risk passes the limit)."""
         states = self.active
-        k_steps = [min(s.k_now, s.max_new_tokens - s.n_new - 1) for s in states]
+        k_steps = [min(s.next_k(), s.max_new_tokens - s.n_new - 1) for s in states]
         if self.proposer is not None:
             return [self._ask_proposer(s, k, slot)
                     for slot, (s, k) in enumerate(zip(states, k_steps, strict=True))]
@@ -471,8 +472,11 @@ class BatchEngine:
                                           self.params))
         return out
 
-    def _commit(self, proposals: list[Proposal],
-                results: list[Verification]) -> list[tuple[object, Generation]]:
+    def _commit(self, proposals: list[Proposal], results: list[Verification],
+                forced: bool = False) -> list[tuple[object, Generation]]:
+        """Record each sequence's step; a policy is asked for its next k now, or, after a
+        step ``forced`` to be plain, when a step may draft again
+        (:meth:`~specdec_lite.engine.sequence.SequenceState.next_k`)."""
         done = []
         for slot, (p, result) in enumerate(zip(proposals, results, strict=True)):
             s = p.state
@@ -483,6 +487,8 @@ class BatchEngine:
             s.context = np.concatenate([s.context, emitted])
             if hit_eos or s.n_new >= s.max_new_tokens:
                 done.append(slot)
+            elif self.draft is not None and forced:
+                s.policy_behind = True
             elif self.draft is not None:
                 s.k_now = s.policy.after(s.k_now, s.gen)
         finished = []

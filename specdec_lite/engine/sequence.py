@@ -46,10 +46,21 @@ class SequenceState:
     n_fallbacks: int = 0  # steps decoded plainly because verification failed or was refused
     sampling: Sampling = Sampling()  # this sequence's own temperature and cuts
     policy: object = FixedK(0)  # its draft-length policy
-    k_now: int = 0  # the k its policy chose for the next step
+    k_now: int = 0  # the k its policy chose for the next step (see ``policy_behind``)
+    policy_behind: bool = False  # plain steps were forced on it since its policy last chose
     min_confidence: float | None = None
     risk_stop: RiskStop | None = None
     proposer_state: object = None  # a drafter's cache for this sequence (not saved: rebuilt)
+
+    def next_k(self) -> int:
+        """The k of the next step: ``k_now``, after asking the policy first if steps the
+        engine forced to be plain (by load, by an open circuit) came since it last chose.
+        A policy reads the steps before it, so asking it once after such a stretch gives
+        the k it would have chosen had it been asked after each of them; an engine that
+        drafts nothing anyway spares the asking."""
+        if self.policy_behind:
+            self.k_now, self.policy_behind = self.policy.after(self.k_now, self.gen), False
+        return self.k_now
 
     @property
     def stops_early(self) -> bool:
@@ -68,7 +79,7 @@ class SequenceState:
                 "rng_state": self.rng.bit_generator.state,
                 "sampling": {"temperature": self.sampling.temperature,
                              "top_k": self.sampling.top_k, "top_p": self.sampling.top_p},
-                "policy": policy_record(self.policy), "k_now": self.k_now,
+                "policy": policy_record(self.policy), "k_now": self.next_k(),
                 "min_confidence": self.min_confidence,
                 "risk_stop": None if self.risk_stop is None else self.risk_stop.record(),
                 "n_target_calls": g.n_target_calls, "n_draft_calls": g.n_draft_calls,

@@ -3,11 +3,14 @@ law per sequence (chi-square), per-sequence seeds, continuous batching, restart,
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from support import random_params
 
 from specdec_lite import MarkovModel, NGramModel, generate, load_pretrained, speculative_generate
+from specdec_lite.drafting.draft_length import AdaptiveK, AutoK, StepCosts, replay_k
 from specdec_lite.engine.batch import BatchEngine
 from specdec_lite.engine.batch_generate import generate_batch, speculative_generate_batch
 from specdec_lite.models import fast
@@ -443,6 +446,46 @@ def test_spec_max_batch_decodes_plainly_above_it(shipped) -> None:
     assert never.n_plain_by_load == 8
     with pytest.raises(ValueError, match="spec_max_batch"):
         BatchEngine(models.target, models.draft, k=3, spec_max_batch=-1)
+
+
+class Counted:
+    """A draft-length policy that counts how often the engine asks it."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.start, self.calls = inner, inner.start, 0
+
+    def after(self, k: int, gen: object) -> int:
+        self.calls += 1
+        return self.inner.after(k, gen)
+
+
+@pytest.mark.parametrize("inner", [AutoK(StepCosts((1.0, 1.25, 1.4, 1.55, 1.8))),
+                                   AdaptiveK(start=2, k_max=6)])
+def test_steps_forced_plain_do_not_ask_the_policy_yet_keep_its_schedule(shipped, inner):
+    """Under load the policies are not asked after each forced plain step; when steps may
+    draft again each sequence drafts the k its policy would have chosen had it been asked
+    after every step (replay_k works that out from the trace)."""
+    models, _, prompts, _ = shipped
+    engine = BatchEngine(models.target, models.draft, k=3, temperature=0.0, rule="greedy",
+                         max_batch=4, spec_max_batch=2)
+    policies = [Counted(inner) for _ in range(4)]
+    for i, (prompt, limit) in enumerate(zip(prompts[:4], (6, 10, 30, 30), strict=True)):
+        engine.add(prompt, max_new_tokens=limit, seed=i, request_id=i, k=policies[i])
+    done = engine.run()
+    forced = [b > 2 for b in engine.batch_sizes]  # engine step j: sequence i's step j
+    for i, policy in enumerate(policies):
+        gen, limit = done[i], (6, 10, 30, 30)[i]
+        emitted = 0
+        for j, step in enumerate(gen.steps):
+            if not forced[j]:
+                want = replay_k(inner, replace(gen, steps=gen.steps[:j]))
+                assert len(step.proposed) == min(want, limit - emitted - 1), (i, j)
+            emitted += len(step.emitted)
+        n_forced = sum(forced[: len(gen.steps)])  # the first steps, while all four ran
+        # asked once when steps may draft again, then after each of them but the last
+        assert policy.calls == (len(gen.steps) - n_forced if n_forced < len(gen.steps) else 0)
+    assert sum(forced) > 0 and not all(forced)
+    assert any(len(step.proposed) for step in done[2].steps)
 
 
 def test_spec_max_batch_keeps_tokens_equal_to_the_plain_batch(shipped) -> None:
